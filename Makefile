@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine: `make demo` (the main job) and `make test`.
+# Override TORCH_SPEC for another build, e.g. `make test TORCH_SPEC="torch==2.13.0+cu128 --index-url ..."`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_SPEC)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/play_expert.py --chains 3
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check sage_envs sage_agents leaderboard
+
+clean:
+	rm -rf $(VENV) .pytest_cache

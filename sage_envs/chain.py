@@ -1,0 +1,427 @@
+"""The task-chain environment: one Gymnasium episode = a chain of related tasks sharing a skill library."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from sage_envs.domain import SPLITS, Domain, TaskGame, TaskSpec
+from sage_envs.error import InvalidConfigError, SkillError
+from sage_envs.skills import Limits, SkillLibrary, parse_call, parse_definition, run_call
+
+SKILL_MODES = ("program", "guidance", "both", "none")
+LIBRARY_SCOPES = ("chain", "persistent")
+ACTION_KINDS = ("command", "define", "call", "invalid")
+
+# Text spaces with a printable charset: Gymnasium's default is alphanumeric only, which rejects "fridge 1.".
+CHARSET = frozenset(string.printable)
+MAX_OBSERVATION_CHARS = 16_384
+MAX_TASK_CHARS = 1_024
+MAX_SKILLS_CHARS = 16_384
+MAX_ACTION_CHARS = 8_192
+TRUNCATION_MARK = "\n[...]"
+
+
+def _fit(text: str, max_chars: int) -> str:
+    """Map ``text`` into a Text space: drop characters outside the charset, cut to ``max_chars``."""
+    if not CHARSET.issuperset(text):
+        text = "".join(ch if ch in CHARSET else "?" for ch in text)
+    if len(text) > max_chars:
+        text = text[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+    return text
+
+
+class SageChainEnv(gym.Env):
+    """A chain of ``chain_length`` related tasks played in one episode, with a skill library the agent grows.
+
+    ## Description
+    Each episode plays one chain: tasks from one scenario (an ALFWorld household), one after another. The agent may
+    define program skills in the project's DSL and call them later in the chain, as in SAGE (arXiv 2512.17102), and
+    sees guidance skills whose trigger fires, as in ReSkill (arXiv 2606.01619). Domains are plug-ins
+    (:class:`sage_envs.domain.Domain`); this class never looks inside one.
+
+    ## Action Space
+    ``spaces.Text`` (printable, up to 8192 characters). One action is one agent turn:
+
+    1. a domain command, e.g. ``go to countertop 1``;
+    2. a skill definition ``skill NAME(params):`` with an indented body, optionally followed by ``call`` lines;
+    3. a skill call ``call NAME(arg, arg)``.
+
+    Anything else is an invalid action: flagged in ``info``, never an exception.
+
+    ## Observation Space
+    ``spaces.Dict`` of printable ``spaces.Text``: ``observation`` (the engine's text this turn; for a call, one
+    ``> command`` line and its feedback per executed command), ``task`` (current task sentence) and ``skills``
+    (program skills as signatures + descriptions, triggered guidance skills with their text).
+
+    ## Rewards
+    1.0 on the step a task is completed, else 0.0 (outcome reward).
+
+    ## Starting State
+    ``reset(options={"chain": i})`` plays chain ``i`` of the split; without it a chain is drawn from
+    ``self.np_random``. ``options={"skill_library": lib}`` starts from a given :class:`SkillLibrary`.
+
+    ## Episode End
+    ``terminated`` when the last task of the chain ends (won, or out of its ``max_steps_per_task`` turns: a task
+    that runs out fails and the chain moves on). ``truncated`` is never set by the env itself.
+
+    ## Skills
+    ``skills="program"`` allows definitions and calls, ``"guidance"`` shows triggered guidance skills only,
+    ``"both"`` does both and ``"none"`` disables skills (definitions and calls are invalid actions).
+    ``library_scope="chain"`` empties the library at each reset (SAGE training); ``"persistent"`` carries it over.
+
+    ## Info
+    Every step (and reset) returns: ``task_index`` (the task this step's action was applied to), ``chain_length``,
+    ``task_type``, ``task_success`` (that task was won on this step), ``chain_successes``, ``action_valid``,
+    ``action_kind``, ``message``, ``admissible_commands`` (for the task the *next* action goes to),
+    ``primitive_steps``, ``skills_used``, ``skills_created``, ``skill_library``, ``skill_reuse``. Extra keys:
+    ``new_task`` (the returned observation opens the next task), ``task_id``, ``turn`` (turns used in the current
+    task) and ``previous_observation`` (the feedback that ended the previous task when ``new_task``, else "").
+    ``expert_plan`` is added when the env is made with ``expert_plan=True``.
+
+    ## Arguments
+    See :meth:`__init__`.
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        domain: Domain | Callable[[], Domain],
+        chain_length: int = 2,
+        split: str = "train",
+        max_steps_per_task: int = 50,
+        skills: str = "program",
+        library_scope: str = "chain",
+        expert_plan: bool = False,
+        limits: Limits | None = None,
+        max_library_size: int = 64,
+        render_mode: str | None = None,
+    ):
+        """Create a chain env.
+
+        Args:
+            domain: the domain plug-in, or a zero-argument factory of one.
+            chain_length: tasks per chain (SAGE uses 2).
+            split: ``train``, ``valid_seen`` or ``valid_unseen``.
+            max_steps_per_task: agent turns allowed per task (a skill call is one turn).
+            skills: ``program``, ``guidance``, ``both`` or ``none``.
+            library_scope: ``chain`` (empty library at each reset) or ``persistent`` (kept across resets).
+            expert_plan: add ``info["expert_plan"]``, the expert's next commands from the current state.
+            limits: hard limits of the skill DSL (steps per call, call depth, program size).
+            max_library_size: the most skills the library may hold.
+            render_mode: ``None`` or ``"ansi"``.
+        """
+        _check_choice("split", split, SPLITS)
+        _check_choice("skills", skills, SKILL_MODES)
+        _check_choice("library_scope", library_scope, LIBRARY_SCOPES)
+        for name, value in (("chain_length", chain_length), ("max_steps_per_task", max_steps_per_task)):
+            if not isinstance(value, int) or value < 1:
+                raise InvalidConfigError(f"{name}={value!r} must be a positive integer.")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise InvalidConfigError(f"render_mode={render_mode!r}; use None or 'ansi'.")
+
+        self.domain = domain() if callable(domain) and not isinstance(domain, Domain) else domain
+        self.chain_length = chain_length
+        self.split = split
+        self.max_steps_per_task = max_steps_per_task
+        self.skills_mode = skills
+        self.library_scope = library_scope
+        self.expert_plan = expert_plan
+        self.limits = limits or Limits()
+        self.max_library_size = max_library_size
+        self.render_mode = render_mode
+
+        self.chains: list[tuple[TaskSpec, ...]] = self.domain.chains(split, chain_length)
+        if not self.chains:
+            raise InvalidConfigError(f"domain {self.domain.name!r} has no chains for split={split!r}.")
+
+        self.observation_space = spaces.Dict(
+            {
+                "observation": spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET),
+                "task": spaces.Text(MAX_TASK_CHARS, min_length=0, charset=CHARSET),
+                "skills": spaces.Text(MAX_SKILLS_CHARS, min_length=0, charset=CHARSET),
+            }
+        )
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
+
+        self.library = SkillLibrary(max_size=max_library_size)
+        self._chain_counter = -1
+        self._chain: tuple[TaskSpec, ...] = ()
+        self._game: TaskGame | None = None
+        self._observation = ""
+
+    # ------------------------------------------------------------------ public properties
+    @property
+    def num_chains(self) -> int:
+        """How many chains the split has; ``reset(options={"chain": i})`` takes ``0 <= i < num_chains``."""
+        return len(self.chains)
+
+    @property
+    def tasks(self) -> list[str]:
+        """The split's task ids, in the order the chains cover them."""
+        return [task.task_id for chain in self.chains for task in chain]
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        """Start a chain; see the class docstring for ``options``."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"chain", "skill_library"}
+        if unknown:
+            raise InvalidConfigError(f"unknown reset options {sorted(unknown)}; use 'chain' and 'skill_library'.")
+
+        if "chain" in options:
+            index = options["chain"]
+            if not isinstance(index, int) or not 0 <= index < self.num_chains:
+                raise InvalidConfigError(f"options['chain']={index!r} must be an int in [0, {self.num_chains}).")
+        else:
+            index = int(self.np_random.integers(self.num_chains))
+        if "skill_library" in options:
+            library = options["skill_library"]
+            if not isinstance(library, SkillLibrary):
+                raise InvalidConfigError(
+                    f"options['skill_library'] is a {type(library).__name__}; pass a sage_envs.SkillLibrary "
+                    "(SkillLibrary.from_dict / SkillLibrary.load build one)."
+                )
+            self.library = library.copy()
+        elif self.library_scope == "chain":
+            self.library = SkillLibrary(max_size=self.max_library_size)
+
+        self._chain_counter += 1
+        self._chain_index = index
+        self._chain = self.chains[index]
+        self._chain_successes: list[bool] = []
+        self._start_task(0)
+        info = self._info(action_kind="command", action_valid=True, message="", new_task=True)
+        return self._obs(), info
+
+    def step(self, action: str):
+        """Play one agent turn; see the class docstring for the action forms."""
+        assert self._game is not None, "call reset() before step()"
+        action = action if isinstance(action, str) else str(action)
+        self._turn += 1
+        outcome = self._dispatch(action.strip("\n"))
+        self._last_action = action
+        task_index, won = self._task_index, outcome.won
+
+        reward = 1.0 if won else 0.0
+        new_task = won or self._turn >= self.max_steps_per_task
+        previous_observation = ""
+        terminated = False
+        if new_task:
+            self._chain_successes.append(won)
+            if task_index + 1 < len(self._chain):
+                previous_observation = outcome.observation
+                self._start_task(task_index + 1)
+            else:
+                terminated = True
+                self._observation = outcome.observation
+        else:
+            self._observation = outcome.observation
+
+        info = self._info(
+            action_kind=outcome.kind,
+            action_valid=outcome.valid,
+            message=outcome.message,
+            new_task=new_task and not terminated,
+            task_index=task_index,
+            task_success=won,
+            primitive_steps=outcome.primitive_steps,
+            skills_used=outcome.skills_used,
+            skills_created=outcome.skills_created,
+            previous_observation=previous_observation,
+        )
+        return self._obs(), reward, terminated, False, info
+
+    def render(self) -> str | None:
+        """Return the current observation as text (``render_mode="ansi"``)."""
+        if self.render_mode != "ansi":
+            return None
+        obs = self._obs()
+        return f"Task: {obs['task']}\n{obs['skills']}\n{obs['observation']}"
+
+    def close(self) -> None:
+        """Close the running game and the domain."""
+        if self._game is not None:
+            self._game.close()
+            self._game = None
+        self.domain.close()
+
+    # ------------------------------------------------------------------ internals
+    def _start_task(self, task_index: int) -> None:
+        if self._game is not None:
+            self._game.close()
+        self._task_index = task_index
+        self._task = self._chain[task_index]
+        self._game = self.domain.load(self._task)
+        self._observation = self._game.reset()
+        self._turn = 0
+        self._last_action: str | None = None
+
+    def _dispatch(self, action: str) -> _Outcome:
+        """Route an action to the command / define / call handler; every failure becomes an invalid outcome."""
+        head = action.lstrip()
+        if head.startswith("skill ") or head.startswith("call "):
+            if self.skills_mode not in ("program", "both"):
+                return self._invalid(
+                    f"program skills are disabled in this env (skills={self.skills_mode!r}); send a command."
+                )
+            try:
+                return self._define(head) if head.startswith("skill ") else self._call(*parse_call(head))
+            except SkillError as error:
+                return self._invalid(str(error))
+        if "\n" in action.strip():
+            return self._invalid("one command per turn: only skill definitions may span several lines.")
+        return self._command(action.strip())
+
+    def _command(self, command: str) -> _Outcome:
+        admissible = command in self._game.admissible_commands()
+        result = self._game.step(command)
+        if admissible:
+            return _Outcome(result.observation, result.won, "command", True, "", 1)
+        return _Outcome(
+            result.observation, result.won, "invalid", False, f"{command!r} is not an admissible command.", 1
+        )
+
+    def _define(self, text: str) -> _Outcome:
+        skill, calls = parse_definition(text, self.limits)
+        skill.created_in_task = self._task_index
+        skill.created_in_chain = self._chain_counter
+        skill.provenance.setdefault("task_id", self._task.task_id)
+        stored = self.library.add(skill)
+        observation = f"Defined skill {stored.signature} (version {stored.version})."
+        if not calls:
+            return _Outcome(observation, False, "define", True, "", 0, skills_created=[stored.name])
+        outcome = self._run_calls(calls)
+        outcome.observation = f"{observation}\n{outcome.observation}"
+        outcome.kind = "define" if outcome.valid else "invalid"
+        outcome.skills_created = [stored.name]
+        return outcome
+
+    def _call(self, name: str, args: list[str]) -> _Outcome:
+        return self._run_calls([(name, args)])
+
+    def _run_calls(self, calls: list[tuple[str, list[str]]]) -> _Outcome:
+        lines, used, steps, won = [], [], 0, False
+        for name, args in calls:  # a definition may be followed by several calls; a win or an error stops them
+            result = run_call(
+                self.library, name, args, execute=self._execute, entities=self._game.entities, limits=self.limits
+            )
+            lines += [f"> {command}\n{feedback}" for command, feedback in result.trace]
+            used += result.skills_called
+            steps += result.primitive_steps
+            won = result.done  # the interpreter stops exactly when a primitive step won the task
+            if result.error is not None:
+                lines.append(f"Skill error: {result.error}")
+                return _Outcome("\n".join(lines), won, "invalid", False, result.error, steps, skills_used=used)
+            if result.done:
+                break
+        return _Outcome("\n".join(lines), won, "call", True, "", steps, skills_used=used)
+
+    def _execute(self, command: str) -> tuple[str, bool]:
+        """Run one primitive command of a skill program; the task being won stops the program."""
+        result = self._game.step(command)
+        return result.observation, result.won
+
+    def _invalid(self, message: str) -> _Outcome:
+        return _Outcome(f"Invalid action: {message}", False, "invalid", False, message, 0)
+
+    def _obs(self) -> dict[str, str]:
+        kinds = {"program": ("program",), "guidance": ("guidance",), "both": ("program", "guidance"), "none": ()}
+        skills_text = ""
+        if kinds[self.skills_mode]:
+            skills_text = self.library.render(
+                turn=self._turn, last_action=self._last_action, kinds=kinds[self.skills_mode]
+            )
+        return {
+            "observation": _fit(self._observation, MAX_OBSERVATION_CHARS),
+            "task": _fit(self._game.description, MAX_TASK_CHARS),
+            "skills": _fit(skills_text, MAX_SKILLS_CHARS),
+        }
+
+    def _info(
+        self,
+        *,
+        action_kind: str,
+        action_valid: bool,
+        message: str,
+        new_task: bool,
+        task_index: int | None = None,
+        task_success: bool = False,
+        primitive_steps: int = 0,
+        skills_used: list[str] | None = None,
+        skills_created: list[str] | None = None,
+        previous_observation: str = "",
+    ) -> dict[str, Any]:
+        task_index = self._task_index if task_index is None else task_index
+        skills_used = list(dict.fromkeys(skills_used or []))
+        for name in skills_used:
+            if name in self.library:
+                self.library.record_use(name)
+        reuse = [
+            name
+            for name in skills_used
+            if name in self.library
+            and self.library.get(name).created_in_chain == self._chain_counter
+            and (self.library.get(name).created_in_task or 0) < task_index
+        ]
+        info = {
+            "task_index": task_index,
+            "chain_length": len(self._chain),
+            "task_type": self._chain[task_index].task_type,
+            "task_id": self._chain[task_index].task_id,
+            "task_success": task_success,
+            "chain_successes": list(self._chain_successes),
+            "action_valid": action_valid,
+            "action_kind": action_kind,
+            "message": message,
+            "admissible_commands": list(self._game.admissible_commands()),
+            "primitive_steps": primitive_steps,
+            "skills_used": skills_used,
+            "skills_created": list(skills_created or []),
+            "skill_library": [
+                {
+                    "name": s.name,
+                    "kind": s.kind,
+                    "version": s.version,
+                    "created_in_task": s.created_in_task,
+                    "uses": s.uses,
+                }
+                for s in self.library
+            ],
+            "skill_reuse": reuse,
+            "new_task": new_task,
+            "turn": self._turn,
+            "previous_observation": previous_observation,
+        }
+        if self.expert_plan:
+            info["expert_plan"] = list(self._game.expert_plan())
+        return info
+
+
+@dataclass
+class _Outcome:
+    """What one agent turn produced, before it becomes (obs, reward, terminated, truncated, info)."""
+
+    observation: str
+    won: bool
+    kind: str
+    valid: bool
+    message: str
+    primitive_steps: int
+    skills_used: list[str] = field(default_factory=list)
+    skills_created: list[str] = field(default_factory=list)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InvalidConfigError(f"{name}={value!r} is not one of {choices}.")

@@ -1,0 +1,38 @@
+"""``SageChain-ALFWorld-v0``: the chain env over the ALFWorld domain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sage_envs.chain import SageChainEnv
+from sage_envs.domains.alfworld.domain import AlfworldDomain
+
+
+class AlfworldChainEnv(SageChainEnv):
+    """ALFWorld household task chains (6 task types); see :class:`sage_envs.chain.SageChainEnv` for the API.
+
+    ## Arguments
+    All of :class:`SageChainEnv`'s (``chain_length``, ``split``, ``max_steps_per_task`` (ALFWorld: 50),
+    ``skills``, ``library_scope``, ``expert_plan``, ...) plus:
+
+    * ``source``: ``"generated"`` (default: games generated from the 120 scene layouts shipped in the alfworld
+      wheel, cached on disk) or ``"official"`` (ALFWorld's json_2.1.1 games).
+    * ``data_dir``: the folder holding ``json_2.1.1/`` for official games (default ``$ALFWORLD_DATA``).
+    * ``cache_dir``: where generated games are cached (default ``$SAGE_CACHE_DIR`` or ``~/.cache/sage_envs``).
+    * ``seed``: the generator seed that fixes the split's chains (not the episode seed).
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    def __init__(
+        self,
+        source: str = "generated",
+        data_dir: str | None = None,
+        cache_dir: str | None = None,
+        seed: int = 0,
+        **kwargs: Any,
+    ):
+        """Create the env; see the class docstring for the ALFWorld arguments."""
+        domain = AlfworldDomain(source=source, data_dir=data_dir, cache_dir=cache_dir, seed=seed)
+        super().__init__(domain, **kwargs)

@@ -1,0 +1,227 @@
+"""The chain env core on a tiny in-memory domain: actions, info keys, rewards, termination, skills, vector envs."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sage_envs import SageChainEnv, Skill, SkillLibrary
+from sage_envs.error import InvalidConfigError
+
+from .toy_domain import ToyDomain
+
+INFO_KEYS = {
+    "task_index", "chain_length", "task_type", "task_success", "chain_successes", "action_valid", "action_kind",
+    "message", "admissible_commands", "primitive_steps", "skills_used", "skills_created", "skill_library",
+    "skill_reuse", "new_task", "task_id", "turn", "previous_observation",
+}  # fmt: skip
+
+FIND_SKILL = """skill fetch(item):
+    # search every box for item, take it and bin it
+    for b in boxes:
+        go to {b}
+        if "{item}" in observation:
+            take {item} from {b}
+            put {item} in bin
+            return"""
+
+
+def make(**kwargs) -> SageChainEnv:
+    return SageChainEnv(ToyDomain(), **kwargs)
+
+
+def test_check_env_passes():
+    check_env(make())
+
+
+def test_reset_returns_spec_info_keys_and_observation_in_space():
+    env = make()
+    obs, info = env.reset(seed=0, options={"chain": 0})
+    assert INFO_KEYS <= set(info)
+    assert env.observation_space.contains(obs)
+    assert obs["task"] == "put the key in the bin"
+    assert info["task_index"] == 0 and info["chain_length"] == 2 and info["chain_successes"] == []
+
+
+def test_commands_win_a_task_then_move_to_next_task_then_terminate():
+    env = make()
+    env.reset(options={"chain": 0})  # h0: key in box 1, coin in box 2
+    _, reward, terminated, _, info = env.step("go to box 1")
+    assert (reward, terminated, info["action_kind"], info["action_valid"]) == (0.0, False, "command", True)
+    env.step("take key from box 1")
+    obs, reward, terminated, _, info = env.step("put key in bin")
+    assert reward == 1.0 and not terminated
+    assert info["task_success"] and info["task_index"] == 0 and info["new_task"]
+    assert info["chain_successes"] == [True]
+    assert obs["task"] == "put the coin in the bin" and "You are in a room" in obs["observation"]
+    assert "put the key" in info["previous_observation"]
+    for action in ("go to box 2", "take coin from box 2", "put coin in bin"):
+        obs, reward, terminated, truncated, info = env.step(action)
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["task_index"] == 1 and info["chain_successes"] == [True, True]
+
+
+def test_task_out_of_turns_fails_and_chain_moves_on():
+    env = make(max_steps_per_task=2)
+    env.reset(options={"chain": 0})
+    env.step("look")
+    _, reward, terminated, _, info = env.step("look")
+    assert (reward, terminated, info["new_task"], info["chain_successes"]) == (0.0, False, True, [False])
+    env.step("look")
+    _, _, terminated, _, info = env.step("look")
+    assert terminated and info["chain_successes"] == [False, False]
+
+
+def test_non_admissible_command_is_flagged_invalid_and_costs_a_turn():
+    env = make()
+    env.reset(options={"chain": 0})
+    obs, _, _, _, info = env.step("dance wildly")
+    assert info["action_kind"] == "invalid" and not info["action_valid"]
+    assert "not an admissible command" in info["message"]
+    assert obs["observation"] == "Nothing happens." and info["turn"] == 1
+
+
+def test_multi_line_plain_text_is_invalid():
+    env = make()
+    env.reset(options={"chain": 0})
+    _, _, _, _, info = env.step("go to box 1\ngo to box 2")
+    assert info["action_kind"] == "invalid" and "one command per turn" in info["message"]
+
+
+def test_define_and_call_creates_skill_then_reuse_in_next_task_is_reported():
+    env = make()
+    env.reset(options={"chain": 0})
+    obs, reward, _, _, info = env.step(FIND_SKILL + "\ncall fetch(key)")
+    assert info["action_kind"] == "define" and info["action_valid"], info["message"]
+    assert info["skills_created"] == ["fetch"] and info["skills_used"] == ["fetch"]
+    assert info["skill_reuse"] == []  # made in this task: a generate, not a reuse
+    assert reward == 1.0 and info["primitive_steps"] == 3 and info["new_task"]
+    assert "> go to box 1" in info["previous_observation"]
+    assert "fetch(item)" in obs["skills"] and "search every box" in obs["skills"]
+    (entry,) = info["skill_library"]
+    assert entry == {"name": "fetch", "kind": "program", "version": 1, "created_in_task": 0, "uses": 1}
+
+    _, reward, terminated, _, info = env.step("call fetch(coin)")
+    assert info["action_kind"] == "call" and reward == 1.0 and terminated
+    assert info["skill_reuse"] == ["fetch"] and info["primitive_steps"] == 4
+    assert info["skill_library"][0]["uses"] == 2
+
+
+def test_redefinition_bumps_version_and_is_not_reuse():
+    env = make()
+    env.reset(options={"chain": 0})
+    env.step(FIND_SKILL)
+    env.step(FIND_SKILL + "\ncall fetch(key)")
+    _, _, _, _, info = env.step(FIND_SKILL.replace("search every", "look in each") + "\ncall fetch(coin)")
+    assert info["skill_library"][0]["version"] == 3
+    assert info["skill_library"][0]["created_in_task"] == 1 and info["skill_reuse"] == []
+
+
+def test_unknown_skill_call_is_invalid_with_suggestion():
+    env = make()
+    env.reset(options={"chain": 0})
+    env.step(FIND_SKILL)
+    _, _, _, _, info = env.step("call fecth(key)")
+    assert info["action_kind"] == "invalid" and "fetch" in info["message"]
+
+
+def test_skills_none_rejects_definitions_and_hides_library():
+    env = make(skills="none")
+    env.reset(options={"chain": 0})
+    obs, _, _, _, info = env.step(FIND_SKILL)
+    assert info["action_kind"] == "invalid" and "disabled" in info["message"]
+    assert obs["skills"] == "" and info["skill_library"] == []
+
+
+def test_library_scope_chain_empties_and_persistent_keeps():
+    for scope, expected in (("chain", []), ("persistent", ["fetch"])):
+        env = make(library_scope=scope)
+        env.reset(options={"chain": 0})
+        env.step(FIND_SKILL)
+        _, info = env.reset(options={"chain": 1})
+        assert [s["name"] for s in info["skill_library"]] == expected
+
+
+def test_reset_with_given_library_and_guidance_triggers():
+    library = SkillLibrary(
+        [
+            Skill(name="always", kind="guidance", description="d", text="Check every box once."),
+            Skill(name="after_look", kind="guidance", description="d", text="Stop looking.",
+                  trigger="action_pattern", pattern="^look$"),
+        ]
+    )  # fmt: skip
+    env = make(skills="guidance")
+    obs, _ = env.reset(options={"chain": 0, "skill_library": library})
+    assert "Check every box once." in obs["skills"] and "Stop looking." not in obs["skills"]
+    obs, *_ = env.step("look")
+    assert "Stop looking." in obs["skills"]
+    assert len(library) == 2  # the env works on a copy
+
+
+def test_expert_plan_info_key_on_request():
+    env = make(expert_plan=True)
+    _, info = env.reset(options={"chain": 0})
+    assert info["expert_plan"][0] == "go to box 1"
+    assert "expert_plan" not in make().reset(options={"chain": 0})[1]
+
+
+def test_chains_cover_split_and_tasks_listed():
+    env = make(chain_length=2)
+    assert env.num_chains == 4  # 2 households x 3 tasks -> chains of 2 + 1 per household
+    assert sorted(env.tasks) == sorted(t.task_id for t in ToyDomain().tasks("train"))
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"split": "test"}, {"skills": "all"}, {"library_scope": "global"}, {"chain_length": 0}]
+)
+def test_bad_kwargs_raise_clear_errors(kwargs):
+    with pytest.raises(InvalidConfigError, match=next(iter(kwargs))):
+        make(**kwargs)
+
+
+def test_bad_reset_options_raise():
+    env = make()
+    with pytest.raises(InvalidConfigError):
+        env.reset(options={"chain": 99})
+    with pytest.raises(InvalidConfigError):
+        env.reset(options={"skill_library": {"not": "a library"}})
+
+
+def test_same_seed_same_transitions():
+    def rollout(seed):
+        env = make()
+        env.action_space.seed(seed)
+        obs, info = env.reset(seed=seed)
+        out = [(obs, info["task_id"])]
+        for _ in range(10):
+            obs, reward, terminated, _, info = env.step(env.action_space.sample()[:20])
+            out.append((obs, reward, info["task_id"]))
+            if terminated:
+                break
+        return out
+
+    assert rollout(3) == rollout(3)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
+def test_any_string_is_a_legal_action(text):
+    env = make()
+    env.reset(options={"chain": 0})
+    obs, _, _, _, info = env.step(text)
+    assert env.observation_space.contains(obs)
+    assert isinstance(info["action_valid"], bool)
+
+
+@pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])
+def test_vector_envs(vector_cls):
+    kwargs = {"shared_memory": False} if vector_cls is gym.vector.AsyncVectorEnv else {}
+    envs = vector_cls([lambda: make() for _ in range(2)], **kwargs)
+    obs, info = envs.reset(seed=0)
+    assert len(obs["task"]) == 2
+    obs, reward, terminated, truncated, info = envs.step(("go to box 1", "look"))
+    assert reward.shape == (2,) and list(info["action_kind"]) == ["command", "command"]
+    envs.close()
