@@ -1,0 +1,1 @@
+"""Evaluation of registered agents on fixed chains, results files and the rendered LEADERBOARD.md."""

@@ -1,0 +1,299 @@
+"""Evaluate a registered agent on fixed chains of a SageChain env and write per-episode JSONL + a summary JSON.
+
+    python -m leaderboard.evaluate --agent random --env SageChain-ALFWorld-v0 --split valid_unseen \
+        --num-chains 100 --output leaderboard/results
+
+Chains ``0 .. num_chains-1`` of the split are played once per seed (``reset(seed=s, options={"chain": i})``), so
+every agent meets the same games. Finished episodes are appended to the JSONL as they end: rerunning the same
+command after a crash skips them and produces the same summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import sage_envs  # noqa: F401  (registers the env ids)
+from sage_agents.registry import make_agent
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation: an agent on the first ``num_chains`` chains of one env split, once per seed."""
+
+    agent: str
+    """Registered agent name (entry-point group ``sage_agents.agents``)."""
+    env: str = "SageChain-ALFWorld-v0"
+    """Versioned env id."""
+    split: str = "valid_unseen"
+    """Split to evaluate on: train, valid_seen or valid_unseen."""
+    num_chains: int = 100
+    """How many chains (the first ones of the split) to play per seed; capped at the split's size."""
+    output: str = "leaderboard/results"
+    """Folder for the summary JSON and the per-episode JSONL."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Episode seeds; each chain is played once per seed."""
+    source: str | None = None
+    """Game source for ALFWorld (generated / official); None keeps the env's default."""
+    agent_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the agent factory."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for gym.make (e.g. skills, chain_length, data_dir)."""
+    workers: int = 1
+    """Processes playing chains in parallel (each builds its own env and agent)."""
+
+    def __post_init__(self):
+        if self.num_chains < 1:
+            raise ValueError(f"num_chains={self.num_chains} must be >= 1.")
+        if self.workers < 1:
+            raise ValueError(f"workers={self.workers} must be >= 1.")
+        if not self.seeds:
+            raise ValueError("seeds is empty; give at least one seed, e.g. --seeds 0.")
+
+    @property
+    def make_kwargs(self) -> dict[str, Any]:
+        """Everything passed to gym.make besides the id."""
+        kwargs = {"split": self.split, **self.env_kwargs}
+        if self.source is not None:
+            kwargs["source"] = self.source
+        return kwargs
+
+    @property
+    def run_name(self) -> str:
+        """File stem shared by the summary and the episodes file."""
+        parts = [self.agent, self.env, self.split, self.source or "default"]
+        return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "-", p) for p in parts)
+
+    @property
+    def config_hash(self) -> str:
+        """Short hash of everything that decides the episodes (not the output folder or worker count)."""
+        decisive = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("output", "workers", "num_chains")}
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def play_chain(env: gym.Env, agent: Any, chain: int, seed: int) -> dict[str, Any]:
+    """Play one chain to its end and return its episode record."""
+    obs, info = env.reset(seed=seed, options={"chain": chain})
+    if hasattr(agent, "reset"):
+        # Agents whose reset takes a seed get one per episode, so results do not depend on the order in which
+        # workers play the chains.
+        if "seed" in inspect.signature(agent.reset).parameters:
+            agent.reset(seed=seed * 1_000_003 + chain)
+        else:
+            agent.reset()
+    n = info["chain_length"]
+    record: dict[str, Any] = {
+        "chain": chain, "seed": seed, "task_ids": [], "task_types": [], "success": [False] * n,
+        "steps": [0] * n, "primitive_steps": [0] * n, "tokens": [0] * n, "tokens_in": [0] * n,
+        "skills_used": [[] for _ in range(n)], "skills_created": [[] for _ in range(n)],
+        "skill_reuse": [False] * n, "actions": [[] for _ in range(n)], "invalid_actions": [0] * n,
+    }  # fmt: skip
+    observations = hashlib.sha256()
+    current = 0  # the task the next action goes to
+    terminated = truncated = False
+    while not (terminated or truncated):
+        before = getattr(agent, "tokens_generated", None)
+        action = agent.act(obs, info)
+        record["tokens"][current] += agent.tokens_generated - before if before is not None else len(action.split())
+        record["tokens_in"][current] += sum(len(text.split()) for text in obs.values())
+        obs, _, terminated, truncated, info = env.step(action)
+        observations.update(obs["observation"].encode())
+        t = info["task_index"]
+        if t == len(record["task_ids"]):
+            record["task_ids"].append(info["task_id"])
+            record["task_types"].append(info["task_type"])
+        record["actions"][t].append(action)
+        record["steps"][t] += 1
+        record["primitive_steps"][t] += info["primitive_steps"]
+        record["invalid_actions"][t] += not info["action_valid"]
+        record["skills_used"][t] += info["skills_used"]
+        record["skills_created"][t] += info["skills_created"]
+        record["skill_reuse"][t] |= bool(info["skill_reuse"])
+        record["success"][t] |= info["task_success"]
+        current = t + 1 if info["new_task"] else t
+    record["observations_sha256"] = observations.hexdigest()
+    return record
+
+
+def _bootstrap_ci(values: np.ndarray, rng: np.random.Generator) -> list[float]:
+    """95% percentile bootstrap interval of the mean of ``values`` (one value per episode)."""
+    if len(values) == 0:
+        return [0.0, 0.0]
+    means = values[rng.integers(len(values), size=(BOOTSTRAP_SAMPLES, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+def summarize(records: list[dict[str, Any]], config: EvalConfig, model: str, source: str) -> dict[str, Any]:
+    """Aggregate episode records into the leaderboard's summary (keys fixed by SPEC.md section 5).
+
+    Per-episode (chain) quantities are the unit of the bootstrap, so tasks of one chain are resampled together.
+    ``skill_reuse_rate`` is the share of tasks after the first of their chain that called a skill created earlier
+    in the chain; ``skills_created`` is the mean number of skill definitions per chain.
+    """
+    records = sorted(records, key=lambda r: (r["seed"], r["chain"]))
+    per_chain = {
+        "tgc": np.array([np.mean(r["success"]) for r in records]),
+        "sgc": np.array([float(all(r["success"])) for r in records]),
+        "mean_steps": np.array([np.mean(r["steps"]) for r in records]),
+        "mean_primitive_steps": np.array([np.mean(r["primitive_steps"]) for r in records]),
+        "mean_tokens": np.array([np.mean(r["tokens"]) for r in records]),
+    }
+    tasks = [(t, s) for r in records for t, s in zip(r["task_types"], r["success"])]
+    later = [reused for r in records for reused in r["skill_reuse"][1:]]
+    n_tasks = sum(len(r["success"]) for r in records)
+    by_type: dict[str, list[bool]] = {}
+    for task_type, success in tasks:
+        by_type.setdefault(task_type, []).append(success)
+    rng = np.random.default_rng(0)
+    return {
+        "agent": config.agent,
+        "env": config.env,
+        "split": config.split,
+        "source": source,
+        "n_chains": len(records),
+        "n_tasks": n_tasks,
+        "tgc": float(sum(s for _, s in tasks) / max(n_tasks, 1)),
+        "sgc": float(per_chain["sgc"].mean()) if records else 0.0,
+        "mean_steps": float(sum(sum(r["steps"]) for r in records) / max(n_tasks, 1)),
+        "mean_primitive_steps": float(sum(sum(r["primitive_steps"]) for r in records) / max(n_tasks, 1)),
+        "mean_tokens": float(sum(sum(r["tokens"]) for r in records) / max(n_tasks, 1)),
+        "mean_invalid_actions": float(sum(sum(r["invalid_actions"]) for r in records) / max(n_tasks, 1)),
+        "skill_reuse_rate": float(np.mean(later)) if later else 0.0,
+        "skills_created": float(np.mean([sum(map(len, r["skills_created"])) for r in records])) if records else 0.0,
+        "per_task_type": {t: float(np.mean(v)) for t, v in sorted(by_type.items())},
+        "ci95": {name: _bootstrap_ci(values, rng) for name, values in per_chain.items()},
+        "seeds": list(config.seeds),
+        "model": model,
+        "commit": _git_commit(),
+        "config_hash": config.config_hash,
+        "agent_kwargs": config.agent_kwargs,
+        "env_kwargs": config.make_kwargs,
+    }
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)  # fmt: skip
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _play_in_worker(config: EvalConfig, seed: int, chain: int) -> dict[str, Any]:
+    """Play one chain in this process, building the env and the agent once per process."""
+    if "env" not in _WORKER:
+        _WORKER["env"] = gym.make(config.env, **config.make_kwargs)
+        _WORKER["agent"] = make_agent(config.agent, **config.agent_kwargs)
+    return play_chain(_WORKER["env"], _WORKER["agent"], chain, seed)
+
+
+def _read_done(path: Path, config_hash: str) -> list[dict[str, Any]]:
+    """Episodes already in the JSONL for this config; a torn last line (crash mid-write) is ignored."""
+    if not path.exists():
+        return []
+    done = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("config_hash") == config_hash:
+            done.append(record)
+    return done
+
+
+def evaluate(config: EvalConfig) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write ``<run_name>.episodes.jsonl`` and ``<run_name>.json``."""
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    episodes_path = out / f"{config.run_name}.episodes.jsonl"
+    env = gym.make(config.env, **config.make_kwargs)
+    num_chains = min(config.num_chains, env.unwrapped.num_chains)
+    source = str(getattr(env.unwrapped.domain, "source", "default"))
+    todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
+    done = {(r["seed"], r["chain"]): r for r in _read_done(episodes_path, config.config_hash)}
+    todo = [key for key in todo_all if key not in done]
+    agent = make_agent(config.agent, **config.agent_kwargs)
+
+    with episodes_path.open("a") as sink:
+        for record in _run(config, env, agent, todo):
+            record["config_hash"] = config.config_hash
+            sink.write(json.dumps(record) + "\n")
+            sink.flush()
+            os.fsync(sink.fileno())
+            done[(record["seed"], record["chain"])] = record
+    env.close()
+    model = str(getattr(agent, "model_id", config.agent))
+    summary = summarize([done[key] for key in todo_all], config, model=model, source=source)
+    tmp = out / f".{config.run_name}.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, out / f"{config.run_name}.json")
+    return summary
+
+
+def _run(config: EvalConfig, env: gym.Env, agent: Any, todo: list[tuple[int, int]]) -> Iterable[dict[str, Any]]:
+    """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        bar = progress.add_task(f"{config.agent} on {config.env}/{config.split}", total=len(todo))
+        if config.workers == 1:
+            for seed, chain in todo:
+                yield play_chain(env, agent, chain, seed)
+                progress.advance(bar)
+            return
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(config.workers) as pool:
+            futures = [pool.submit(_play_in_worker, config, seed, chain) for seed, chain in todo]
+            for future in as_completed(futures):
+                yield future.result()
+                progress.advance(bar)
+
+
+def parse_args(argv: list[str] | None = None) -> EvalConfig:
+    """Build an :class:`EvalConfig` from the command line (each field's docstring is its help)."""
+    parser = argparse.ArgumentParser(prog="python -m leaderboard.evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", required=True, help="registered agent name")
+    parser.add_argument("--env", default="SageChain-ALFWorld-v0", help="versioned env id")
+    parser.add_argument("--split", default="valid_unseen", choices=["train", "valid_seen", "valid_unseen"])
+    parser.add_argument("--num-chains", type=int, default=100, help="chains per seed (the split's first ones)")
+    parser.add_argument("--output", default="leaderboard/results", help="results folder")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="episode seeds")
+    parser.add_argument("--source", default=None, help="ALFWorld game source: generated or official")
+    parser.add_argument("--agent-kwargs", type=json.loads, default={}, help="JSON dict for the agent factory")
+    parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON dict for gym.make")
+    parser.add_argument("--workers", type=int, default=1, help="parallel processes")
+    args = parser.parse_args(argv)
+    return EvalConfig(**{k.replace("-", "_"): v for k, v in vars(args).items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    summary = evaluate(parse_args(argv))
+    keys = ("agent", "split", "source", "n_chains", "n_tasks", "tgc", "sgc", "mean_steps", "mean_tokens")
+    print(json.dumps({k: summary[k] for k in keys}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Built-in agents that need no training: ``random`` and ``expert`` (registered as entry points)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RandomAgent:
+    """Picks uniformly among the admissible commands (the lower bound of every leaderboard)."""
+
+    def __init__(self, seed: int = 0):
+        """Create the agent; ``seed`` fixes its choices."""
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a chain; a given ``seed`` (the evaluator passes one per episode) makes its choices reproducible."""
+        if seed is not None:
+            self.rng = np.random.default_rng([self.seed, seed])
+
+    def act(self, observation: dict[str, str], info: dict[str, Any]) -> str:
+        """Return one admissible command, or "look" when the engine lists none."""
+        commands = info.get("admissible_commands") or ["look"]
+        return commands[int(self.rng.integers(len(commands)))]
+
+
+def make_random(seed: int = 0, **_: Any) -> RandomAgent:
+    """Entry-point factory of :class:`RandomAgent`."""
+    return RandomAgent(seed=seed)
+
+
+def make_expert(use_skills: bool = True, **_: Any):
+    """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills)."""
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    return AlfworldExpert(use_skills=use_skills)

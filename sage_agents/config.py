@@ -1,0 +1,199 @@
+"""``TrainConfig``: every setting of the GRPO / SAGE trainer (defaults follow SAGE, arXiv 2512.17102)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sage_envs.error import InvalidConfigError
+
+ALGOS = ("grpo", "sage")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+SEQUENCE_UNITS = ("trajectory", "turn")
+REWARD_MODES = ("skill", "outcome")
+REPORTERS = ("jsonl", "tensorboard")
+
+
+ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
+
+
+@dataclass
+class TrainConfig:
+    """Settings of :class:`sage_agents.trainer.Trainer`; each field is documented right below it."""
+
+    # ------------------------------------------------------------------ algorithm
+    algo: str = "sage"
+    """``sage`` (skill-integrated reward, sequential chains) or ``grpo`` (outcome reward only)."""
+    reward_mode: str | None = None
+    """``skill`` or ``outcome``; None = computed at runtime from ``algo`` (sage -> skill, grpo -> outcome)."""
+    no_action_penalty: float | None = -1.0
+    """Reward of a completion with no parseable action, which also ends the chain (SAGE: -1); None = off."""
+    group_size: int = 8
+    """Rollouts per group (G), all on the same chain (SAGE and ReSkill use 8)."""
+    chains_per_step: int = 1
+    """Groups (distinct chains) per optimisation step and process."""
+    scale_std: bool = False
+    """Divide advantages by the group std (GRPO); SAGE uses reward minus group mean only."""
+    loss_type: str = "grpo"
+    """``grpo`` (sequence mean, then mean), ``dr_grpo`` (sum / L_max) or ``dapo`` (token mean over the batch)."""
+    sequence_unit: str = "trajectory"
+    """What a loss "sequence" is: ``trajectory`` (all turns of one task attempt) or ``turn``."""
+    dr_grpo_max_len: int | None = None
+    """The constant L_max of dr_grpo; None = the longest sequence of the batch."""
+    eps_low: float = 0.2
+    """Lower PPO clip range (ratio >= 1 - eps_low)."""
+    eps_high: float = 0.2
+    """Upper PPO clip range (ratio <= 1 + eps_high); > eps_low is DAPO's clip-higher."""
+    beta: float = 0.0
+    """KL coefficient to a frozen copy of the initial model (k3 estimator); 0 = no reference (SAGE)."""
+    ppo_epochs: int = 1
+    """Optimisation passes over each batch of rollouts (GRPO's mu); clipping only matters when > 1."""
+
+    # ------------------------------------------------------------------ optimisation
+    lr: float = 1e-6
+    """AdamW learning rate (SAGE: 1e-6; a tiny CPU model needs ~1e-4, see docs/agents.md)."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up steps."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm; 0 = off."""
+    micro_batch_size: int = 16
+    """Turns per forward/backward pass; gradients accumulate to exactly the full-batch gradient."""
+    total_steps: int = 100
+    """Optimisation steps to train for."""
+    seed: int = 0
+    """Seed of every random choice (chains, sampling, initial tiny weights)."""
+
+    # ------------------------------------------------------------------ environment
+    env_id: str = "SageChain-ALFWorld-v0"
+    """Gymnasium id of the chain env."""
+    split: str = "train"
+    """Env split to train on."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra ``gymnasium.make`` kwargs (chain_length, skills, max_steps_per_task, ...)."""
+
+    # ------------------------------------------------------------------ policy
+    model_path: str | None = None
+    """Local folder of a Hugging Face causal LM; None = build a tiny model from scratch."""
+    tiny_hidden: int = 128
+    """Hidden size of the tiny model (when ``model_path`` is None)."""
+    tiny_layers: int = 4
+    """Layers of the tiny model (when ``model_path`` is None)."""
+    constrained: bool = False
+    """Act by scoring admissible commands and skill calls instead of free generation."""
+    skill_calls: bool = True
+    """Offer ``call NAME(args)`` candidates for library skills in constrained decoding."""
+    skill_templates: list[str] = field(default_factory=list)
+    """Skill definitions offered as define+call candidates in constrained decoding."""
+    max_call_candidates: int = 8
+    """Argument tuples offered per skill in constrained decoding."""
+    history_turns: int = 3
+    """(observation, action) pairs of the current task kept in the prompt."""
+    max_new_tokens: int = 64
+    """Generation budget per turn (free generation)."""
+    max_prompt_tokens: int = 1024
+    """Oldest history turns are dropped until the prompt fits."""
+    temperature: float = 1.0
+    """Sampling temperature (also used for the training log-probs)."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold in free generation; 1.0 = off."""
+
+    # ------------------------------------------------------------------ bookkeeping
+    output_dir: str = "runs/sage"
+    """Where metrics, TensorBoard events and checkpoints go."""
+    save_every: int = 50
+    """Checkpoint every this many steps (and at the end); 0 = only at the end."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept on disk."""
+    resume: bool = False
+    """Continue exactly from the latest checkpoint in ``output_dir``."""
+    report_to: list[str] = field(default_factory=lambda: ["jsonl", "tensorboard"])
+    """Metric sinks: ``jsonl`` (metrics.jsonl) and/or ``tensorboard``."""
+    progress: bool = True
+    """Show a rich progress bar."""
+    cpu: bool = False
+    """Force CPU in accelerate even when an accelerator is present."""
+
+    def __post_init__(self) -> None:
+        def fail(name: str, rule: str, fix: str) -> None:
+            raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: {rule}; {fix}.")
+
+        choices = {
+            "algo": ALGOS,
+            "loss_type": LOSS_TYPES,
+            "sequence_unit": SEQUENCE_UNITS,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                fail(name, f"must be one of {allowed}", f"set {name} to one of {allowed}")
+        if self.reward_mode is not None and self.reward_mode not in REWARD_MODES:
+            fail("reward_mode", f"must be None or one of {REWARD_MODES}", "use 'skill', 'outcome' or None")
+        for name in ("group_size",):
+            if getattr(self, name) < 2:
+                fail(
+                    name, "group-relative advantages need at least 2 rollouts per group", "set it to >= 2 (8)"
+                )
+        positive_ints = (
+            "chains_per_step",
+            "ppo_epochs",
+            "micro_batch_size",
+            "max_new_tokens",
+            "max_prompt_tokens",
+        )
+        positive_ints += ("tiny_hidden", "tiny_layers", "max_call_candidates", "keep_checkpoints")
+        for name in positive_ints:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                fail(name, "must be a positive integer", "set it to 1 or more")
+        for name in ("total_steps", "warmup_steps", "save_every", "history_turns"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                fail(name, "must be a non-negative integer", "set it to 0 or more")
+        if not self.lr > 0:
+            fail("lr", "must be > 0", "use e.g. 1e-6 (SAGE) or 1e-4 for a tiny model")
+        if not 0 < self.eps_low < 1:
+            fail("eps_low", "must be in (0, 1)", "use 0.2")
+        if not self.eps_high > 0:
+            fail("eps_high", "must be > 0", "use 0.2 (or 0.28 for DAPO clip-higher)")
+        for name in ("beta", "weight_decay", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                fail(name, "must be >= 0", "use 0 to switch it off")
+        if not self.temperature > 0:
+            fail(
+                "temperature",
+                "must be > 0",
+                "use 1.0 (greedy evaluation is a policy option, not a temperature)",
+            )
+        if not 0 < self.top_p <= 1:
+            fail("top_p", "must be in (0, 1]", "use 1.0 to switch nucleus sampling off")
+        if self.no_action_penalty is not None and self.no_action_penalty > 0:
+            fail("no_action_penalty", "a penalty must be <= 0", "use -1.0 (SAGE) or None to switch it off")
+        if self.dr_grpo_max_len is not None and self.dr_grpo_max_len < 1:
+            fail("dr_grpo_max_len", "must be None or a positive integer", "use None (longest sequence)")
+        if not set(self.report_to) <= set(REPORTERS):
+            fail("report_to", f"entries must be in {REPORTERS}", "drop the unknown sinks")
+        if not isinstance(self.env_kwargs, dict):
+            fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
+
+    @property
+    def effective_reward_mode(self) -> str:
+        """``reward_mode``, or the algorithm's default (computed at runtime)."""
+        return self.reward_mode or ("skill" if self.algo == "sage" else "outcome")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build a config from :meth:`to_dict` output; unknown keys raise with the known names."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown TrainConfig fields {sorted(unknown)}; known fields: {sorted(known)}.")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        """The config as indented JSON."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)

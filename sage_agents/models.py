@@ -1,0 +1,226 @@
+"""Models without downloads: a tiny causal LM + word-level tokenizer built locally, or any HF LM by path.
+
+The tokenizer is word-level (``tokenizers.models.WordLevel``) over the env vocabulary: ALFWorld command words
+and messages (the wheel's ``alfred.twl2``), object / receptacle names (``alfworld.gen.constants``), goal
+templates (``alfworld.gen.goal_library``), the skill DSL keywords, digits and punctuation. A word that
+follows a space is a separate token with a leading ``▁`` (as in SentencePiece), so
+``decode(encode(text)) == text.lower()`` for in-vocabulary text, including the newlines and indentation of
+skill definitions. Nothing here touches the Hugging Face Hub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import WordLevel
+
+PAD, EOS, BOS, UNK = "<pad>", "<eos>", "<bos>", "<unk>"
+SPECIAL_TOKENS = (PAD, EOS, BOS, UNK)
+
+# Words of the skill DSL and of the prompt layout (sage_agents.policy), always in the vocabulary.
+DSL_WORDS = (
+    "skill call for in if not then else return stop break end each while contains done fail "
+    "obj place recep src dst target tool thing item loc name args arg params "
+    "task history observation action actions skills admissible commands program guidance description "
+)
+PUNCTUATION = "( ) , : . ; ' \" { } [ ] _ - + = * / ! ? # < > | @ & % $ ~ `"
+# A small built-in corpus so that a tokenizer built with no texts can still spell commands and messages.
+BUILTIN_TEXT = (
+    "go to open close take from move put in on use heat cool clean slice with examine look inventory help "
+    "you are in the middle of a room . looking quickly around you , you see a and nothing happens . "
+    "you arrive at is closed open you pick up the put it your task to put some clean hot cool "
+    "find two examine under desklamp floorlamp is empty carrying not anything invalid action defined "
+    "skill version error turn won failed "
+)
+
+
+def alfworld_texts() -> list[str]:
+    """Texts that cover ALFWorld's vocabulary, read from the installed ``alfworld`` wheel ([] if absent)."""
+    texts: list[str] = []
+    try:
+        import alfworld.gen.constants as constants
+        import alfworld.gen.goal_library as goals
+    except ImportError:  # the agents still work on other domains
+        return texts
+    names = set(constants.OBJECTS) | set(constants.RECEPTACLES)
+    texts.append(" ".join(sorted(name.lower() for name in names)))
+    texts += [template for goal in goals.gdict.values() for template in goal.get("templates", [])]
+    twl2 = Path(constants.__file__).resolve().parents[1] / "data" / "alfred.twl2"
+    if twl2.exists():
+        texts.append(twl2.read_text(errors="replace"))
+    return texts
+
+
+def _pipeline() -> tuple[Any, Any, Any]:
+    """(normalizer, pre-tokenizer, decoder) of the word-level tokenizer."""
+    normalizer = normalizers.Lowercase()
+    pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"\n"), behavior="isolated"),  # newlines are tokens
+            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True),  # " go" -> "▁go"
+            pre_tokenizers.Split(Regex(r"▁?\d|[^a-z\d▁]"), behavior="isolated"),  # digits, punctuation, "_"
+        ]
+    )
+    decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.Fuse()])
+    return normalizer, pre_tokenizer, decoder
+
+
+def build_tokenizer(
+    texts: Iterable[str] = (), *, include_alfworld: bool = True, min_frequency: int = 1, max_vocab: int = 8192
+):
+    """Build a word-level ``PreTrainedTokenizerFast`` from ``texts`` plus the built-in env vocabulary.
+
+    Args:
+        texts: extra texts (observations, tasks, expert actions) whose words join the vocabulary.
+        include_alfworld: add the vocabulary read from the installed ``alfworld`` wheel.
+        min_frequency: drop words of ``texts`` seen fewer times (built-in words are always kept).
+        max_vocab: keep at most this many tokens (most frequent first).
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast`` with ``<pad>``, ``<eos>``, ``<bos>``, ``<unk>``; no chat
+        template.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    normalizer, pre_tokenizer, decoder = _pipeline()
+
+    def words(text: str) -> list[str]:
+        return [w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
+
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(words(text))
+    counts = Counter({w: c for w, c in counts.items() if c >= min_frequency})
+    base = [BUILTIN_TEXT, DSL_WORDS, PUNCTUATION, " ".join(str(d) for d in range(10))]
+    base += alfworld_texts() if include_alfworld else []
+    for text in base:  # every base word in both forms: "go" (line start) and "▁go" (after a space)
+        for word in words(text) + words(text.replace("\n", " ")):
+            bare = word.lstrip("▁")
+            if bare:
+                counts[bare] += 10**6
+                counts["▁" + bare] += 10**6
+    counts["▁"] += 10**6  # indentation is a run of "▁"
+    counts["\n"] += 10**6
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for word, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(vocab) >= max_vocab:
+            break
+        vocab.setdefault(word, len(vocab))
+
+    backend = Tokenizer(WordLevel(vocab, unk_token=UNK))
+    backend.normalizer, backend.pre_tokenizer, backend.decoder = normalizer, pre_tokenizer, decoder
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK
+    )
+    tokenizer.padding_side = "left"  # decoder-only generation
+    return tokenizer
+
+
+def build_tiny_model(
+    tokenizer_or_texts: Any = (),
+    *,
+    hidden: int = 128,
+    layers: int = 4,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int | None = None,
+    max_positions: int = 4096,
+    seed: int = 0,
+    arch: str = "llama",
+):
+    """Build a randomly initialised tiny causal LM (1-20M parameters) and its tokenizer, offline.
+
+    Args:
+        tokenizer_or_texts: a tokenizer, or texts for :func:`build_tokenizer`.
+        hidden: hidden size.
+        layers: transformer blocks.
+        heads: attention heads.
+        kv_heads: key/value heads (grouped-query attention).
+        intermediate: MLP width; default ``2 * hidden``.
+        max_positions: longest sequence.
+        seed: torch seed used for the initial weights.
+        arch: ``"llama"`` (LlamaForCausalLM) or ``"qwen2"`` (Qwen2ForCausalLM). Llama is the default because
+            ``AutoTokenizer`` maps a ``qwen2`` folder to ``Qwen2Tokenizer`` and would rebuild (break) the
+            word-level tokenizer; :func:`load_policy` loads either correctly.
+
+    Returns:
+        ``(model, tokenizer)``.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = tokenizer_or_texts
+    if not hasattr(tokenizer_or_texts, "convert_tokens_to_ids"):
+        tokenizer = build_tokenizer(tokenizer_or_texts)
+    config_cls, model_cls = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }[arch]
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=intermediate or 2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = model_cls(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model, tokenizer
+
+
+def load_policy(path: str | os.PathLike, *, dtype: Any = None, device: str | None = None):
+    """Load any Hugging Face causal LM and its tokenizer from a local folder (never the Hub).
+
+    Args:
+        path: a folder written by ``save_pretrained`` (model + tokenizer).
+        dtype: torch dtype to load in (default: the checkpoint's).
+        device: move the model there (default: stay on CPU).
+
+    Returns:
+        ``(model, tokenizer)``; the tokenizer pads on the left and has a pad token.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"model path {str(path)!r} is not a local folder; pass a directory written by save_pretrained "
+            "(sage_agents never downloads from the Hub)."
+        )
+    config_file = path / "tokenizer_config.json"
+    declared = json.loads(config_file.read_text()).get("tokenizer_class", "") if config_file.exists() else ""
+    if declared in ("TokenizersBackend", "PreTrainedTokenizerFast") and (path / "tokenizer.json").exists():
+        # A generic tokenizer.json (e.g. ours): load it as is; AutoTokenizer may swap in the model's class.
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    kwargs = {"local_files_only": True}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if device is not None:
+        model.to(device)
+    return model, tokenizer
+
+
+def count_parameters(model: Any) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

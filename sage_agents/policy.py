@@ -1,0 +1,493 @@
+"""The LLM policy: prompt building, action parsing, batched KV-cached generation and constrained decoding.
+
+One agent turn = one ``(prompt, completion)`` pair. The prompt is rebuilt every turn (task first, then the
+last ``history_turns`` (observation, action) pairs, the skill library, the current observation and the
+admissible commands) and the completion is the action text plus EOS; only completion tokens enter a loss.
+
+Two ways to act:
+
+* **free generation** (``constrained=False``): sample up to ``max_new_tokens`` tokens with a KV cache, batched
+  over the group (left padding). The action is parsed out of the completion (:func:`parse_action`).
+* **constrained decoding** (``constrained=True``): score each candidate action (the admissible commands,
+  ``call NAME(args)`` for every program skill in the library, and optional skill-definition templates) by its
+  log-likelihood under the model, reusing one KV cache of the prompt for all candidates, then sample a
+  candidate from the model's distribution renormalised over the candidate set (or take the best one when
+  greedy). The chosen candidate's tokens are the completion. This is what makes a tiny model act (see
+  docs/agents.md, calibration).
+
+Token log-probabilities everywhere are ``log_softmax(logits / temperature)``, the same distribution the
+trainer differentiates, so rollout log-probs and training log-probs agree up to float error.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ACTION_KINDS = ("command", "define", "call", "none")
+_COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '\-]*$")
+_CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
+_DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
+_SIGNATURE_RE = re.compile(r"^-\s*([A-Za-z_][\w-]*)\(([^)]*)\)", re.MULTILINE)
+_ENTITY_RE = re.compile(r"\b([a-z]+ \d+)\b")
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+@dataclass
+class ParsedAction:
+    """An action parsed out of a model completion."""
+
+    text: str
+    """What goes to ``env.step``: the action, or the raw completion when nothing parses (the env flags it)."""
+    kind: str
+    """``command``, ``define``, ``call`` or ``none`` (no parseable action)."""
+
+    @property
+    def parseable(self) -> bool:
+        """False when the completion held no command, skill definition or call (SAGE's "no code" case)."""
+        return self.kind != "none"
+
+
+def parse_action(completion: str) -> ParsedAction:
+    """Parse one action from a completion: a skill definition block (+ call lines), a call, or a command.
+
+    Leading ``Action:`` / ``>`` prefixes and Markdown code fences are stripped. A command is the first
+    non-empty line when it is made of lowercase words, digits, spaces, ``'`` and ``-``; anything else is
+    ``none`` and is passed through unchanged, so that the env reports it as an invalid action.
+    """
+    text = completion.replace("\r", "")
+    text = re.sub(r"```[a-zA-Z]*", "", text)
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if not lines:
+        return ParsedAction(completion, "none")
+    first = re.sub(r"^\s*(action\s*:|>)\s*", "", lines[0], flags=re.IGNORECASE).strip()
+    if _DEF_RE.match(first):
+        block, i = [first], 1
+        while i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip():  # the indented body
+            block.append(lines[i])
+            i += 1
+        if len(block) == 1:
+            return ParsedAction(completion, "none")
+        while i < len(lines) and (not lines[i].strip() or _CALL_RE.match(lines[i].strip())):  # call lines
+            if lines[i].strip():
+                block.append(lines[i].strip())
+            i += 1
+        return ParsedAction("\n".join(block), "define")
+    if _CALL_RE.match(first):
+        return ParsedAction(first, "call")
+    if _COMMAND_RE.match(first):
+        return ParsedAction(first, "command")
+    return ParsedAction(completion, "none")
+
+
+# ---------------------------------------------------------------------------------------------- prompts
+def build_prompt(
+    task: str,
+    observation: str,
+    history: Sequence[tuple[str, str]] = (),
+    skills: str = "",
+    admissible: Sequence[str] = (),
+    *,
+    max_admissible: int = 60,
+    max_observation_chars: int = 600,
+) -> str:
+    r"""Build the compact text prompt of one turn (task first, as in the calibration notes).
+
+    Args:
+        task: the current task sentence.
+        observation: the engine's text this turn.
+        history: earlier ``(observation, action)`` pairs of this task, oldest first (already windowed).
+        skills: the library text from the observation's ``skills`` field.
+        admissible: the admissible commands (empty: the section is left out).
+        max_admissible: list at most this many commands.
+        max_observation_chars: cut each history observation to this many characters.
+
+    Returns:
+        The prompt; it ends with ``"Action:\\n"`` so that the completion starts on a token boundary.
+    """
+    parts = [f"Task: {task.strip()}"]
+    if skills.strip():
+        parts.append(f"Skills:\n{skills.strip()}")
+    if history:
+        turns = [f"{_cut(obs, max_observation_chars)}\n> {act.strip()}" for obs, act in history]
+        parts.append("History:\n" + "\n".join(turns))
+    parts.append(f"Observation: {observation.strip()}")
+    if admissible:
+        parts.append("Admissible: " + ", ".join(list(admissible)[:max_admissible]))
+    return "\n".join(parts) + "\nAction:\n"
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def skill_signatures(skills_text: str) -> list[tuple[str, list[str]]]:
+    """``[(name, [param, ...])]`` of the program skills listed in an observation's ``skills`` text."""
+    out = []
+    for name, params in _SIGNATURE_RE.findall(skills_text):
+        out.append((name, [p.strip() for p in params.split(",") if p.strip()]))
+    return out
+
+
+def call_candidates(
+    skills_text: str, task: str, admissible: Sequence[str], templates: Sequence[str] = (), limit: int = 8
+) -> list[str]:
+    """Skill-call candidates for constrained decoding: ``call NAME(args)`` per library skill (and template).
+
+    Arguments are entities (``word N``) named in the admissible commands; entities whose word appears in the
+    task sentence come first, and at most ``limit`` argument tuples are offered per skill. A template (a full
+    ``skill NAME(params):`` definition) is offered as "define + call" while NAME is not in the library.
+    """
+    entities = list(dict.fromkeys(e for cmd in admissible for e in _ENTITY_RE.findall(cmd)))
+    task_words = set(re.findall(r"[a-z]+", task.lower()))
+    entities.sort(key=lambda e: e.split()[0] not in task_words)  # stable: task-named entities first
+
+    def calls(name: str, params: list[str]) -> list[str]:
+        combos = itertools.islice(itertools.permutations(entities, len(params)), limit)
+        return [f"call {name}({', '.join(args)})" for args in combos]
+
+    signatures = skill_signatures(skills_text)
+    known = {name for name, _ in signatures}
+    out = [c for name, params in signatures for c in calls(name, params)]
+    for template in templates:
+        header = template.strip().split("\n", 1)[0]
+        match = re.match(r"skill\s+([A-Za-z_][\w-]*)\(([^)]*)\)", header)
+        if match and match.group(1) not in known:
+            params = [p.strip() for p in match.group(2).split(",") if p.strip()]
+            out += [f"{template.strip()}\n{c}" for c in calls(match.group(1), params)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the policy
+@dataclass
+class Completion:
+    """One agent turn as the policy produced it."""
+
+    prompt_ids: list[int]
+    """Prompt token ids (after the chat template, when one is used)."""
+    completion_ids: list[int]
+    """The policy's tokens (sampled, or the chosen candidate's), EOS included when produced."""
+    logprobs: list[float]
+    """``log pi(token)`` of each completion token at sampling time."""
+    text: str
+    """The decoded completion."""
+    action: ParsedAction
+    """The parsed action (``action.text`` goes to ``env.step``)."""
+    num_candidates: int = 0
+    """Candidates scored (constrained decoding), else 0."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form diagnostics."""
+
+
+class LLMPolicy:
+    """A causal LM acting in a chain env; see the module docstring.
+
+    Args:
+        model: any Hugging Face causal LM.
+        tokenizer: its tokenizer (left padding is set here).
+        history_turns: (observation, action) pairs of the current task kept in the prompt.
+        max_new_tokens: generation budget per turn (free generation).
+        temperature: softmax temperature of the token distribution (sampling and log-probs).
+        top_p: nucleus sampling threshold in free generation (1.0 = off; log-probs ignore it).
+        constrained: act by scoring candidates instead of free generation.
+        skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
+        skill_templates: skill definitions offered as "define + call" candidates (constrained mode).
+        max_call_candidates: argument tuples offered per skill.
+        show_admissible: list the admissible commands in the prompt.
+        max_prompt_tokens: drop the oldest history turns until the prompt fits.
+        use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        history_turns: int = 3,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        constrained: bool = False,
+        skill_calls: bool = True,
+        skill_templates: Sequence[str] = (),
+        max_call_candidates: int = 8,
+        show_admissible: bool = True,
+        max_prompt_tokens: int = 1024,
+        use_chat_template: bool | None = None,
+    ):
+        self.model, self.tokenizer = model, tokenizer
+        self.tokenizer.padding_side = "left"
+        self.history_turns, self.max_new_tokens = history_turns, max_new_tokens
+        self.temperature, self.top_p = temperature, top_p
+        self.constrained, self.skill_calls = constrained, skill_calls
+        self.skill_templates, self.max_call_candidates = list(skill_templates), max_call_candidates
+        self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    # ------------------------------------------------------------------ prompts
+    def prompt(
+        self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]
+    ) -> str:
+        """The rendered prompt text of one turn (chat template applied when used)."""
+        history = list(history)[-self.history_turns :] if self.history_turns > 0 else []
+        admissible = admissible if self.show_admissible else ()
+        while True:
+            text = build_prompt(obs["task"], obs["observation"], history, obs.get("skills", ""), admissible)
+            text = self.render(text)
+            if (
+                not history
+                or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens
+            ):
+                return text
+            history = history[1:]
+
+    def render(self, text: str) -> str:
+        """Apply the chat template (one user message + generation prompt) when the policy uses one."""
+        if not self.use_chat_template:
+            return text
+        messages = [{"role": "user", "content": text}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens added."""
+        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act_batch(
+        self,
+        observations: Sequence[dict[str, str]],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]],
+        *,
+        greedy: bool = False,
+    ) -> list[Completion]:
+        """One turn for each env of a batch: build the prompts, then generate or choose among candidates."""
+        admissible = [list(info.get("admissible_commands", [])) for info in infos]
+        prompts = [self.prompt(o, h, a) for o, h, a in zip(observations, histories, admissible, strict=True)]
+        if not self.constrained:
+            return self.generate(prompts, greedy=greedy)
+        candidates = []
+        for obs, adm in zip(observations, admissible, strict=True):
+            cands = list(adm)
+            if self.skill_calls:
+                cands += call_candidates(
+                    obs.get("skills", ""), obs["task"], adm, self.skill_templates, self.max_call_candidates
+                )
+            candidates.append(list(dict.fromkeys(cands)) or ["look"])
+        return self.choose(prompts, candidates, greedy=greedy)
+
+    def _forward(self, **kwargs: Any) -> Any:
+        cache = kwargs.pop("cache", None)
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        return self.model(use_cache=True, **kwargs)
+
+    @staticmethod
+    def _cache_of(out: Any) -> Any:
+        return getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+
+    def _left_pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        device = self.model.device
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=device)  # (B, P)
+        mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)  # (B, P)
+        for i, row in enumerate(rows):
+            if row:
+                ids[i, width - len(row) :] = torch.tensor(row, device=device)
+                mask[i, width - len(row) :] = 1
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P)
+        return ids, mask, position_ids
+
+    def _sample(self, logits: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pick one token per row from ``logits`` (B, V); return (tokens (B,), log-probs (B,))."""
+        logp = torch.log_softmax(logits.float() / self.temperature, dim=-1)  # (B, V)
+        if greedy:
+            tokens = logp.argmax(-1)  # (B,)
+        else:
+            probs = logp.exp()
+            if self.top_p < 1.0:  # nucleus: keep the smallest prefix of sorted probs with mass >= top_p
+                sorted_p, order = probs.sort(-1, descending=True)  # (B, V)
+                drop = sorted_p.cumsum(-1) - sorted_p > self.top_p
+                sorted_p = sorted_p.masked_fill(drop, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)  # (B, V)
+            tokens = torch.multinomial(probs, 1).squeeze(-1)  # (B,)
+        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)  # (B,)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> list[Completion]:
+        """Free generation for a batch of prompt texts, with a KV cache; stops per row at EOS."""
+        prompt_ids = [self.encode(p) for p in prompts]
+        ids, mask, pos = self._left_pad(prompt_ids)
+        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
+        cache, logits = self._cache_of(out), out.logits[:, -1]  # (B, V)
+        done = torch.zeros(len(prompts), dtype=torch.bool, device=ids.device)  # (B,)
+        tokens, logps = [], []
+        next_pos = pos[:, -1] + 1  # (B,)
+        for step in range(self.max_new_tokens):
+            tok, lp = self._sample(logits, greedy)
+            tok = tok.masked_fill(done, self.pad_id)
+            tokens.append(tok)
+            logps.append(lp)
+            alive = ~done
+            done = done | (tok == self.eos_id)
+            if bool(done.all()) or step == self.max_new_tokens - 1:
+                break
+            mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, P + t + 1)
+            out = self._forward(
+                input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache
+            )
+            cache, logits = self._cache_of(out), out.logits[:, -1]  # (B, V)
+            next_pos = next_pos + 1
+        tok_mat = torch.stack(tokens, 1).tolist()  # (B, T)
+        lp_mat = torch.stack(logps, 1).tolist()  # (B, T)
+        results = []
+        for i, row in enumerate(tok_mat):
+            n = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
+            completion_ids = row[:n]
+            text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+            results.append(Completion(prompt_ids[i], completion_ids, lp_mat[i][:n], text, parse_action(text)))
+        return results
+
+    @torch.no_grad()
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[list[float]]]:
+        """Token log-probs of each candidate (+ EOS) after its prompt, sharing one prompt KV cache per prompt.
+
+        Returns:
+            ``out[b][c]`` = the list of token log-probs of candidate ``c`` of prompt ``b``.
+        """
+        prompt_ids = [self.encode(p) for p in prompts]
+        ids, mask, pos = self._left_pad(prompt_ids)
+        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
+        cache, last = self._cache_of(out), out.logits[:, -1]  # (B, V)
+        rows = [(b, self.encode(c) + [self.eos_id]) for b, cands in enumerate(candidates) for c in cands]
+        vocab = last.shape[-1]
+        flat: list[list[float]] = []
+        start = 0
+        while start < len(rows):
+            width = max(len(r) for _, r in rows[start : start + 256])
+            chunk_size = max(1, min(256, (1 << 24) // max(1, width * vocab)))  # bound the (n, C, V) logits
+            chunk = rows[start : start + chunk_size]
+            start += len(chunk)
+            width = max(len(r) for _, r in chunk)
+            owner = torch.tensor([b for b, _ in chunk], device=ids.device)  # (n,)
+            cand = torch.full((len(chunk), width), self.pad_id, dtype=torch.long, device=ids.device)  # (n, C)
+            cmask = torch.zeros_like(cand)  # (n, C)
+            for i, (_, r) in enumerate(chunk):
+                cand[i, : len(r)] = torch.tensor(r, device=ids.device)
+                cmask[i, : len(r)] = 1
+            sub = _select_cache(cache, owner)
+            full_mask = torch.cat([mask[owner], cmask], dim=1)  # (n, P + C)
+            cpos = pos[owner, -1:] + 1 + torch.arange(width, device=ids.device)  # (n, C)
+            out2 = self._forward(input_ids=cand, attention_mask=full_mask, position_ids=cpos, cache=sub)
+            logits = torch.cat([last[owner][:, None], out2.logits[:, :-1]], dim=1)  # (n, C, V)
+            logp = torch.log_softmax(logits.float() / self.temperature, -1).gather(
+                -1, cand[..., None]
+            )  # (n, C, 1)
+            logp = logp.squeeze(-1)  # (n, C)
+            flat += [logp[i, : len(r)].tolist() for i, (_, r) in enumerate(chunk)]
+        result, k = [], 0
+        for cands in candidates:
+            result.append(flat[k : k + len(cands)])
+            k += len(cands)
+        return result
+
+    @torch.no_grad()
+    def choose(
+        self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, greedy: bool = False
+    ) -> list[Completion]:
+        """Constrained decoding: pick one candidate per prompt from the model's renormalised distribution."""
+        scores = self.score(prompts, candidates)
+        results = []
+        for prompt, cands, token_lps in zip(prompts, candidates, scores, strict=True):
+            seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,)
+            if greedy:
+                k = int(seq.argmax())
+            else:
+                k = int(torch.multinomial(torch.softmax(seq, -1), 1))
+            text = cands[k]
+            completion_ids = self.encode(text) + [self.eos_id]
+            parsed = parse_action(text)
+            extra = {"choice_logprob": float(torch.log_softmax(seq, -1)[k])}
+            results.append(
+                Completion(self.encode(prompt), completion_ids, token_lps[k], text, parsed, len(cands), extra)
+            )
+        return results
+
+
+def _select_cache(cache: Any, index: torch.Tensor) -> Any:
+    """A cache holding rows ``index`` (n,) of ``cache`` (B, ...); ``cache`` itself is left untouched."""
+    if hasattr(cache, "layers") and hasattr(cache, "batch_select_indices"):
+        sub = copy.copy(cache)
+        sub.layers = [
+            copy.copy(layer) for layer in cache.layers
+        ]  # layers re-bind keys/values: shallow is safe
+        sub.batch_select_indices(index)
+        return sub
+    if isinstance(cache, tuple):  # legacy ((k, v), ...) with k: (B, heads, P, d)
+        return tuple(tuple(t[index] for t in layer) for layer in cache)
+    sub = copy.deepcopy(cache)
+    sub.batch_select_indices(index)
+    return sub
+
+
+def completion_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    temperature: float = 1.0,
+    pad_id: int = 0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Differentiable ``log pi(completion token | prompt, earlier tokens)`` for a batch of rows.
+
+    Rows are right-padded ``prompt + completion``; only completion positions are gathered, so prompt
+    (environment) tokens never reach the loss.
+
+    Returns:
+        ``(logp, mask, entropy)``: (B, T) log-probs of the completion tokens, (B, T) float mask of real
+        tokens, and (B, T) token entropies (or None).
+    """
+    device = next(model.parameters()).device
+    rows = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
+    width = max(len(r) for r in rows)
+    tmax = max(len(c) for c in completion_ids)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)  # (B, L)
+    attn = torch.zeros_like(ids)  # (B, L)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, device=device)
+        attn[i, : len(r)] = 1
+    logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
+    plen = torch.tensor([len(p) for p in prompt_ids], device=device)  # (B,)
+    clen = torch.tensor([len(c) for c in completion_ids], device=device)  # (B,)
+    steps = torch.arange(tmax, device=device)  # (T,)
+    mask = (steps[None] < clen[:, None]).float()  # (B, T)
+    pred_pos = (plen[:, None] - 1 + steps[None]).clamp(
+        max=width - 1
+    )  # (B, T): position predicting each token
+    tok_pos = (plen[:, None] + steps[None]).clamp(max=width - 1)  # (B, T)
+    sel = logits.gather(1, pred_pos[..., None].expand(-1, -1, logits.shape[-1])).float()  # (B, T, V)
+    logp_all = F.log_softmax(sel / temperature, dim=-1)  # (B, T, V)
+    targets = ids.gather(1, tok_pos)  # (B, T)
+    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask  # (B, T)
+    entropy = None
+    if with_entropy:
+        entropy = -(logp_all.exp() * logp_all).sum(-1).detach() * mask  # (B, T)
+    return logp, mask, entropy

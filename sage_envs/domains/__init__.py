@@ -1,0 +1,1 @@
+"""Domain plug-ins of the chain env (see :mod:`sage_envs.domain`): one subpackage per domain."""

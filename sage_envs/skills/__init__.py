@@ -1,0 +1,20 @@
+"""The skill library (program and guidance skills), the skill program language and SKILL.md folders."""
+
+from __future__ import annotations
+
+from sage_envs.skills.dsl import CallResult, Limits, parse_call, parse_definition, run_call
+from sage_envs.skills.library import Skill, SkillLibrary
+from sage_envs.skills.skillmd import read_library_dir, read_skill_dir, write_skill_dir
+
+__all__ = [
+    "CallResult",
+    "Limits",
+    "Skill",
+    "SkillLibrary",
+    "parse_call",
+    "parse_definition",
+    "read_library_dir",
+    "read_skill_dir",
+    "run_call",
+    "write_skill_dir",
+]
