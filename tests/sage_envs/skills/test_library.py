@@ -55,7 +55,10 @@ def test_skill_fields_and_signature():
         ({"trigger": "action_pattern", "pattern": "(a+)+$"}, "catastrophic backtracking"),
         ({"trigger": "action_pattern", "pattern": "(a|aa)*b"}, "repeats an alternation"),
         ({"trigger": "action_pattern", "pattern": r"\w*\w*\w*x"}, "3 variable repeats"),
-        ({"trigger": "action_pattern", "pattern": "(ab|cd|ef|gh|ij)(kl|mn|op|qr)"}, "combines 20 alternatives"),
+        (
+            {"trigger": "action_pattern", "pattern": "(ab|cd|ef|gh|ij)(kl|mn|op|qr)"},
+            "combines 20 alternatives",
+        ),
         ({"version": 0}, "versions start at 1"),
         ({"version": True}, "version=True"),
         ({"uses": -1}, "uses=-1"),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import pathlib
+import re
 
 import pytest
 import yaml
@@ -271,11 +273,9 @@ def test_render_is_stable():
 
 
 def test_docs_examples_parse():
-    import pathlib
-    import re
-
     docs = (pathlib.Path(__file__).parents[3] / "docs" / "skills.md").read_text()
-    programs = [block for block in re.findall(r"```\n(.*?)```", docs, re.DOTALL) if block.startswith("skill ")]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", docs, re.DOTALL | re.MULTILINE)
+    programs = [body for lang, body in blocks if not lang and body.startswith("skill ")]
     assert programs
     for block in programs:
         skill, calls = parse_definition(block)
