@@ -45,3 +45,7 @@ def suggest(name: str, candidates: Iterable[str]) -> str:
     """Return a " Did you mean 'x'?" hint for ``name`` among ``candidates``, or "" when nothing is close."""
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+class GameGenerationError(SageError):
+    """A game could not be generated (no solvable placement within the allowed attempts)."""

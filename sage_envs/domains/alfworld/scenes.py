@@ -1,7 +1,7 @@
-"""The 120 AI2-THOR households shipped in the ``alfworld`` wheel, the ALFRED placement rules, and PDDL writing.
+"""The 120 AI2-THOR households shipped in the ``alfworld`` wheel, ALFRED's placement rules, PDDL writing.
 
-Everything here is pure and engine-free: it reads ``alfworld/gen/layouts/FloorPlan*-{objects,openable}.json`` and
-``-layout.npy``, applies the rules of :mod:`alfworld.gen.constants` and the goals of
+Everything here is pure and engine-free: it reads ``alfworld/gen/layouts/FloorPlan*-{objects,openable}.json``
+and ``-layout.npy``, applies the rules of :mod:`alfworld.gen.constants` and the goals of
 :mod:`alfworld.gen.goal_library`, and writes the ``pddl_problem`` text of a game in the form of the official
 ``json_2.1.1`` games (same predicates, same ``Type|x|y|z`` object ids mangled with ``_bar_``/``_minus_``/...).
 :mod:`sage_envs.domains.alfworld.generator` decides *which* tasks to make and checks them on the engine.
@@ -11,32 +11,26 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import alfworld
 import alfworld.gen.constants as constants
 import alfworld.gen.goal_library as goal_library
 import numpy as np
 
+from sage_envs.domains.alfworld.official import TASK_TYPES
+
 ALFWORLD_DIR = Path(alfworld.__file__).parent
 LAYOUTS_DIR = ALFWORLD_DIR / "gen" / "layouts"
 PDDL_DOMAIN_PATH = ALFWORLD_DIR / "data" / "alfred.pddl"
 GRAMMAR_PATH = ALFWORLD_DIR / "data" / "alfred.twl2"
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-"""The six ALFWorld task types, in ALFWorld's numbering order (1-6)."""
-
-ROOM_OF_RANGE = {room: scene_numbers for room, scene_numbers in constants.SCENE_TYPE.items()}
-ALL_SCENES = tuple(f"FloorPlan{n}" for numbers in ROOM_OF_RANGE.values() for n in numbers)
+ALL_SCENES = tuple(f"FloorPlan{n}" for numbers in constants.SCENE_TYPE.values() for n in numbers)
+"""The 120 shipped layouts: kitchens 1-30, living rooms 201-230, bedrooms 301-330, bathrooms 401-430."""
 
 APPLIANCE = {
     "pick_clean_then_place_in_recep": "SinkBasin",
@@ -52,21 +46,23 @@ ACTION_CLASS = {
 }
 
 LAMP = "DeskLamp"
-# The receptacle types that hold a desk lamp in the official games (Desk 14, SideTable 17, Dresser 9, Shelf 2).
-# FloorLamp is left out on purpose: ALFRED puts floor lamps in no receptacle, so the domain's ToggleObject (which
-# needs `inReceptacle`) can never switch one on; every official FloorLamp game is marked unsolvable.
+# The receptacle types that hold a desk lamp in the official games (Desk 14, SideTable 17, Dresser 9, Shelf
+# 2). FloorLamp is left out on purpose: ALFRED puts floor lamps in no receptacle, so the domain's ToggleObject
+# (which needs `inReceptacle`) can never switch one on; every official FloorLamp game is marked unsolvable.
 LAMP_HOSTS = ("Desk", "Dresser", "Shelf", "SideTable")
 
 # ALFRED's rules, without the sliced variants (slicing tasks are out of scope, as in ALFWorld's own loader).
 CAN_CONTAIN = {
-    rtype: frozenset(o for o in objs if "Sliced" not in o) for rtype, objs in constants.VAL_RECEPTACLE_OBJECTS.items()
+    rtype: frozenset(o for o in objs if "Sliced" not in o)
+    for rtype, objs in constants.VAL_RECEPTACLE_OBJECTS.items()
 }
 STATIC_RECEPTACLE_TYPES = frozenset(CAN_CONTAIN) - constants.MOVABLE_RECEPTACLES_SET
 PLACEABLE_TYPES = frozenset().union(*CAN_CONTAIN.values())
 """Object types that some receptacle can hold: exactly the ones an agent can pick up and put down."""
 
-# A layout lists receptacle *types* that have no pose in -openable.json (stoves, toasters, towel holders...). They
-# get a synthetic pose on a free reachable point; a kitchen has four burners, everything else one instance.
+# A layout lists receptacle *types* that have no pose in -openable.json (stoves, toasters, towel holders...).
+# They get a synthetic pose on a free reachable point; a kitchen has four burners, everything else one
+# instance.
 SYNTHETIC_COUNT = {"StoveBurner": 4}
 SYNTHETIC_HEIGHT = 0.9
 MAX_INSTANCES = constants.MAX_NUM_OF_OBJ_INSTANCES
@@ -82,7 +78,7 @@ class Receptacle:
     rtype: str
     """ALFRED receptacle type, e.g. ``SinkBasin``."""
     location: tuple[int, int, int, int]
-    """Where the agent stands to reach it: (x / 0.25, z / 0.25, rotation / 90, camera horizon), as in ALFRED."""
+    """Where the agent stands to reach it: (x / 0.25, z / 0.25, rotation / 90, horizon), as in ALFRED."""
 
     @property
     def position(self) -> tuple[float, float, float]:
@@ -155,7 +151,7 @@ class TaskParams:
 def room_type(scene: str) -> str:
     """Room type of ``FloorPlanN`` from ALFRED's scene-number ranges."""
     number = int(scene.removeprefix("FloorPlan"))
-    for room, numbers in ROOM_OF_RANGE.items():
+    for room, numbers in constants.SCENE_TYPE.items():
         if number in numbers:
             return room
     raise KeyError(scene)
@@ -170,7 +166,7 @@ def _location(x: float, z: float, rotation: float, horizon: float) -> tuple[int,
     return round(x / GRID), round(z / GRID), round(rotation / 90) % 4, round(horizon)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_scene(name: str) -> Scene:
     """Read one shipped layout; receptacles without a pose get a fixed synthetic one (seeded by the name)."""
     object_types = set(json.loads((LAYOUTS_DIR / f"{name}-objects.json").read_text()))
@@ -182,8 +178,8 @@ def load_scene(name: str) -> Scene:
         parts = key.split("|")
         rtype = parts[4] if len(parts) == 5 else parts[0]
         if len(parts) == 5:
-            # The demangler names a receptacle after the id's prefix (+ "basin"); a few layouts file a sink basin
-            # under "Bathtub|...": rename the prefix so "sinkbasin 1" is what the agent reads.
+            # The demangler names a receptacle after the id's prefix (+ "basin"); a few layouts file a sink
+            # basin under "Bathtub|...": rename the prefix so "sinkbasin 1" is what the agent reads.
             key = "|".join([rtype.removesuffix("Basin"), *parts[1:]])
         if rtype in STATIC_RECEPTACLE_TYPES:
             receptacles.append(Receptacle(key, rtype, _location(x, z, rotation, horizon)))
@@ -203,9 +199,7 @@ def load_scene(name: str) -> Scene:
     receptacles.sort(key=lambda r: r.id)
 
     types = {r.rtype for r in receptacles}
-    placeable = sorted(
-        o for o in object_types & PLACEABLE_TYPES if any(o in CAN_CONTAIN[t] for t in types)
-    )
+    placeable = sorted(o for o in object_types & PLACEABLE_TYPES if any(o in CAN_CONTAIN[t] for t in types))
     return Scene(
         name=name,
         room=room_type(name),
@@ -216,14 +210,14 @@ def load_scene(name: str) -> Scene:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def valid_tasks(name: str) -> tuple[TaskParams, ...]:
     """Every task a household supports, in a fixed order.
 
     A task is valid when its type is allowed in the room (``constants.GOALS_VALID``), its appliance is present
-    (sink basin / microwave / fridge / desk lamp), the object type can be cleaned/heated/cooled as required, the
-    goal receptacle can hold it and is not the appliance itself (as in the official games), and the object has
-    somewhere else to start, so that no game is won before the first step.
+    (sink basin / microwave / fridge / desk lamp), the object type can be cleaned/heated/cooled as required,
+    the goal receptacle can hold it and is not the appliance itself (as in the official games), and the object
+    has somewhere else to start, so that no game is won before the first step.
     """
     scene = load_scene(name)
     tasks = []
@@ -238,7 +232,10 @@ def valid_tasks(name: str) -> tuple[TaskParams, ...]:
         if appliance and appliance not in scene.receptacle_types:
             continue
         for otype in scene.object_types:
-            if task_type in ACTION_CLASS and otype not in constants.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]]:
+            if (
+                task_type in ACTION_CLASS
+                and otype not in constants.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]]
+            ):
                 continue
             for parent in sorted(scene.receptacle_types - {appliance}):
                 if otype in CAN_CONTAIN[parent] and scene.holders(otype, exclude=parent):
@@ -268,8 +265,9 @@ def sample_household(scene: Scene, params: TaskParams, rng: np.random.Generator)
     """Put 1-3 instances of each object type of the scene into receptacles that can hold them.
 
     Follows ALFRED's initialisation (``MAX_NUM_OF_OBJ_INSTANCES`` copies, ``VAL_RECEPTACLE_OBJECTS`` rules).
-    The target object never starts in a receptacle of the goal type, a two-object task gets at least two targets,
-    a household with a lamp gets exactly one desk lamp on a lamp host, and the agent starts on a free point.
+    The target object never starts in a receptacle of the goal type, a two-object task gets at least two
+    targets, a household with a lamp gets exactly one desk lamp on a lamp host, and the agent starts on a free
+    point.
     """
     placed: list[PlacedObject] = []
     ids: set[str] = set()
@@ -299,18 +297,18 @@ def sample_household(scene: Scene, params: TaskParams, rng: np.random.Generator)
 
 
 def mangle(name: str) -> str:
-    """Turn a THOR id into a PDDL name the way ALFWorld did (``|`` -> ``_bar_``, ``-`` -> ``_minus_``, ...)."""
+    """Turn a THOR id into a PDDL name as ALFWorld did (``|`` -> ``_bar_``, ``-`` -> ``_minus_``, ...)."""
     for old, new in (("-", "_minus_"), ("|", "_bar_"), ("+", "_plus_"), (".", "_dot_"), (",", "_comma_")):
         name = name.replace(old, new)
     return name
 
 
 def _loc(location: tuple[int, int, int, int]) -> str:
-    return mangle("loc|%d|%d|%d|%d" % location)
+    return mangle("loc|" + "|".join(str(v) for v in location))
 
 
 def problem_pddl(household: Household, params: TaskParams, problem_name: str) -> str:
-    """The ``pddl_problem`` text, laid out like the official games' (objects, then init facts, then the goal)."""
+    """The ``pddl_problem`` text, laid out like the official games' (objects, init facts, then the goal)."""
     scene = household.scene
     objects = sorted(household.objects, key=lambda o: o.id)
     receptacles = scene.receptacles
@@ -334,7 +332,11 @@ def problem_pddl(household: Household, params: TaskParams, problem_name: str) ->
         if otype in CAN_CONTAIN[rtype]
     ]
     facts += [f"(pickupable {mangle(o.id)})" for o in objects if o.otype in PLACEABLE_TYPES]
-    facts += [f"(isReceptacleObject {mangle(o.id)})" for o in objects if o.otype in constants.MOVABLE_RECEPTACLES_SET]
+    facts += [
+        f"(isReceptacleObject {mangle(o.id)})"
+        for o in objects
+        if o.otype in constants.MOVABLE_RECEPTACLES_SET
+    ]
     facts += [f"(openable {mangle(r.id)})" for r in receptacles if r.rtype in constants.OPENABLE_CLASS_SET]
     facts.append(f"(atLocation agent1 {_loc(household.agent_location)})")
     for predicate, action_class in (
@@ -359,3 +361,84 @@ def problem_pddl(household: Household, params: TaskParams, problem_name: str) ->
         + "\n        )\n\n"
         + params.goal_pddl()
     )
+
+
+def display_names(household: Household) -> dict[str, str]:
+    """What the engine calls each object, receptacle and location (``apple 3``): ALFWorld's own Demangler.
+
+    The numbering depends only on the set of ids (the engine lower-cases PDDL names, the Demangler sorts
+    them), so it is computed here without starting the engine.
+    """
+    # Imported here: alfworld.agents.utils.misc pulls in all of TextWorld (~1 s); listing tasks never needs
+    # it.
+    from alfworld.agents.utils.misc import Demangler
+
+    ids = {o.id for o in household.objects} | {r.id for r in household.scene.receptacles}
+    keys = {mangle(i).lower(): i for i in ids}
+    demangler = Demangler(game_infos={key: SimpleNamespace(id=key) for key in keys})
+    return {thor_id: demangler.demangle_alfred_name(key) for key, thor_id in keys.items()}
+
+
+def command_templates(grammar: str) -> dict[str, str]:
+    """The command template of each action in a twl2 grammar, e.g. ``{"PutObject": "move {o} to {r}"}``.
+
+    Read from the grammar rather than hard-coded: the wheel's grammar says "move X to Y", older ones
+    "put X in/on Y". ``GotoLocation``'s template is a listing rule, so it is given the form TextWorld's
+    planner uses.
+    """
+    templates = dict(re.findall(r'action (\w+) \{\s*template :: "([^"]*)";', grammar))
+    templates["GotoLocation"] = "go to {r}"
+    return templates
+
+
+def walkthrough(household: Household, params: TaskParams, grammar: str) -> list[str]:
+    """A short solution computed from the known initial state (the generator placed every object).
+
+    Take the first target (two for ``pick_two_obj_and_place``; ids sorted), opening its receptacle if needed;
+    clean/heat/cool it at the first receptacle of the appliance type; then either put it in the first
+    receptacle of the goal type or, for a light task, go to the lamp and switch it on. The engine still has to
+    accept every command and report the win: :func:`sage_envs.domains.alfworld.generator.generate_game` checks
+    that.
+    """
+    names = display_names(household)
+    templates = command_templates(grammar)
+    receptacles = household.scene.receptacles
+    commands: list[str] = []
+    opened: set[str] = set()
+    at: list[tuple[int, int, int, int]] = [household.agent_location]
+
+    def say(action: str, **args: str) -> None:
+        commands.append(templates[action].format(**{k: names[v] for k, v in args.items()}))
+
+    def visit(receptacle: Receptacle) -> None:
+        if at[0] != receptacle.location:
+            say("GotoLocation", r=receptacle.id)
+            at[0] = receptacle.location
+        if receptacle.rtype in constants.OPENABLE_CLASS_SET and receptacle.id not in opened:
+            say("OpenObject", r=receptacle.id)
+            opened.add(receptacle.id)
+
+    def first(rtype: str) -> Receptacle:
+        return next(r for r in receptacles if r.rtype == rtype)
+
+    targets = sorted((o for o in household.objects if o.otype == params.object_target), key=lambda o: o.id)
+    for obj in targets[: 2 if params.task_type == "pick_two_obj_and_place" else 1]:
+        visit(obj.receptacle)
+        say("PickupObject", o=obj.id, r=obj.receptacle.id)
+        if params.task_type in APPLIANCE:
+            appliance = first(APPLIANCE[params.task_type])
+            # Cleaning, heating and cooling only need the agent at the appliance, not the appliance open.
+            if at[0] != appliance.location:
+                say("GotoLocation", r=appliance.id)
+                at[0] = appliance.location
+            action = {"Cleanable": "CleanObject", "Heatable": "HeatObject", "Coolable": "CoolObject"}
+            say(action[ACTION_CLASS[params.task_type]], o=obj.id, r=appliance.id)
+        if params.toggle_target:
+            lamp = next(o for o in household.objects if o.otype == params.toggle_target)
+            visit(lamp.receptacle)
+            say("ToggleObject", o=lamp.id)
+        else:
+            parent = first(params.parent_target)
+            visit(parent)
+            say("PutObject", o=obj.id, r=parent.id)
+    return commands
