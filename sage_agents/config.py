@@ -37,7 +37,7 @@ class TrainConfig:
     scale_std: bool = False
     """Divide advantages by the group std (GRPO); SAGE uses reward minus group mean only."""
     loss_type: str = "grpo"
-    """``grpo`` (sequence mean, then mean), ``dr_grpo`` (sum / L_max) or ``dapo`` (token mean over the batch)."""
+    """``grpo`` (sequence mean, then mean), ``dr_grpo`` (sum / L_max) or ``dapo`` (batch token mean)."""
     sequence_unit: str = "trajectory"
     """What a loss "sequence" is: ``trajectory`` (all turns of one task attempt) or ``turn``."""
     dr_grpo_max_len: int | None = None
@@ -90,6 +90,8 @@ class TrainConfig:
     """Skill definitions offered as define+call candidates in constrained decoding."""
     max_call_candidates: int = 8
     """Argument tuples offered per skill in constrained decoding."""
+    candidate_score: str = "sum"
+    """Candidate score in constrained decoding: ``sum`` (log-likelihood) or ``mean`` (per-token mean)."""
     history_turns: int = 3
     """(observation, action) pairs of the current task kept in the prompt."""
     max_new_tokens: int = 64
@@ -125,6 +127,7 @@ class TrainConfig:
             "algo": ALGOS,
             "loss_type": LOSS_TYPES,
             "sequence_unit": SEQUENCE_UNITS,
+            "candidate_score": ("sum", "mean"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -94,10 +94,13 @@ def build_tokenizer(
         return [w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
 
     counts: Counter[str] = Counter()
-    for text in texts:
-        counts.update(words(text))
+    for text in texts:  # each word in both forms: "go" (line start) and "▁go" (after a space)
+        for word in words(text):
+            bare = word.lstrip("▁")
+            counts.update([bare, "▁" + bare] if bare and bare != "\n" else [word])
     counts = Counter({w: c for w, c in counts.items() if c >= min_frequency})
     base = [BUILTIN_TEXT, DSL_WORDS, PUNCTUATION, " ".join(str(d) for d in range(10))]
+    base.append(" ".join("abcdefghijklmnopqrstuvwxyz"))  # one-letter names (``for r in receptacles``)
     base += alfworld_texts() if include_alfworld else []
     for text in base:  # every base word in both forms: "go" (line start) and "▁go" (after a space)
         for word in words(text) + words(text.replace("\n", " ")):
@@ -142,7 +145,7 @@ def build_tiny_model(
         layers: transformer blocks.
         heads: attention heads.
         kv_heads: key/value heads (grouped-query attention).
-        intermediate: MLP width; default ``2 * hidden``.
+        intermediate: MLP width; default ``4 * hidden`` (the default model has ~1.1M parameters).
         max_positions: longest sequence.
         seed: torch seed used for the initial weights.
         arch: ``"llama"`` (LlamaForCausalLM) or ``"qwen2"`` (Qwen2ForCausalLM). Llama is the default because
@@ -165,7 +168,7 @@ def build_tiny_model(
     config = config_cls(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
-        intermediate_size=intermediate or 2 * hidden,
+        intermediate_size=intermediate or 4 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,

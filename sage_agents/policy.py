@@ -141,15 +141,22 @@ def skill_signatures(skills_text: str) -> list[tuple[str, list[str]]]:
 
 
 def call_candidates(
-    skills_text: str, task: str, admissible: Sequence[str], templates: Sequence[str] = (), limit: int = 8
+    skills_text: str,
+    task: str,
+    admissible: Sequence[str],
+    templates: Sequence[str] = (),
+    limit: int = 8,
+    observation: str = "",
 ) -> list[str]:
     """Skill-call candidates for constrained decoding: ``call NAME(args)`` per library skill (and template).
 
-    Arguments are entities (``word N``) named in the admissible commands; entities whose word appears in the
-    task sentence come first, and at most ``limit`` argument tuples are offered per skill. A template (a full
-    ``skill NAME(params):`` definition) is offered as "define + call" while NAME is not in the library.
+    Arguments are entities (``word N``) named in the task, the observation or the admissible commands;
+    entities whose word appears in the task sentence come first, and at most ``limit`` argument tuples are
+    offered per skill. A template (a full ``skill NAME(params):`` definition) is offered as "define + call"
+    while NAME is not in the library.
     """
-    entities = list(dict.fromkeys(e for cmd in admissible for e in _ENTITY_RE.findall(cmd)))
+    texts = [task, observation, *admissible]
+    entities = list(dict.fromkeys(e for text in texts for e in _ENTITY_RE.findall(text.lower())))
     task_words = set(re.findall(r"[a-z]+", task.lower()))
     entities.sort(key=lambda e: e.split()[0] not in task_words)  # stable: task-named entities first
 
@@ -204,6 +211,9 @@ class LLMPolicy:
         skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
         skill_templates: skill definitions offered as "define + call" candidates (constrained mode).
         max_call_candidates: argument tuples offered per skill.
+        candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
+            distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
+            untrained model toward short candidates, at the cost of that exactness).
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -222,6 +232,7 @@ class LLMPolicy:
         skill_calls: bool = True,
         skill_templates: Sequence[str] = (),
         max_call_candidates: int = 8,
+        candidate_score: str = "sum",
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -232,6 +243,9 @@ class LLMPolicy:
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_call_candidates = list(skill_templates), max_call_candidates
+        if candidate_score not in ("sum", "mean"):
+            raise ValueError(f"candidate_score={candidate_score!r} must be 'sum' or 'mean'.")
+        self.candidate_score = candidate_score
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
@@ -288,7 +302,12 @@ class LLMPolicy:
             cands = list(adm)
             if self.skill_calls:
                 cands += call_candidates(
-                    obs.get("skills", ""), obs["task"], adm, self.skill_templates, self.max_call_candidates
+                    obs.get("skills", ""),
+                    obs["task"],
+                    adm,
+                    self.skill_templates,
+                    self.max_call_candidates,
+                    obs.get("observation", ""),
                 )
             candidates.append(list(dict.fromkeys(cands)) or ["look"])
         return self.choose(prompts, candidates, greedy=greedy)
@@ -416,7 +435,9 @@ class LLMPolicy:
         scores = self.score(prompts, candidates)
         results = []
         for prompt, cands, token_lps in zip(prompts, candidates, scores, strict=True):
-            seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,)
+            seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,) log-likelihoods
+            if self.candidate_score == "mean":
+                seq = seq / torch.tensor([len(lps) for lps in token_lps])  # (N,)
             if greedy:
                 k = int(seq.argmax())
             else:
@@ -491,3 +512,62 @@ def completion_logprobs(
     if with_entropy:
         entropy = -(logp_all.exp() * logp_all).sum(-1).detach() * mask  # (B, T)
     return logp, mask, entropy
+
+
+# ---------------------------------------------------------------------------------------------- agent adapter
+class PolicyAgent:
+    """The policy as a plug-in agent (``act(observation, info) -> str``) for the evaluator and leaderboard.
+
+    History is kept per batch slot and cleared whenever ``info["new_task"]`` is set (a reset, or the
+    observation opens the next task of the chain). ``tokens_generated`` counts completion tokens.
+
+    Args:
+        policy: the :class:`LLMPolicy`.
+        greedy: act greedily (evaluation) instead of sampling.
+    """
+
+    def __init__(self, policy: LLMPolicy, *, greedy: bool = True):
+        self.policy, self.greedy = policy, greedy
+        self.tokens_generated = 0
+        self._histories: list[list[tuple[str, str]]] = []
+        self._last: list[tuple[str, str] | None] = []
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a chain: forget the history; a ``seed`` reseeds torch's sampler (when not greedy)."""
+        self._histories, self._last = [], []
+        if seed is not None and not self.greedy:
+            torch.manual_seed(seed)
+
+    def act(self, observation: dict[str, str], info: dict[str, Any]) -> str:
+        """The action text for ``env.step``."""
+        return self.act_batch([observation], [info])[0]
+
+    def act_batch(self, observations: Sequence[dict[str, str]], infos: Sequence[dict[str, Any]]) -> list[str]:
+        """One action per slot (slot i = the i-th env of the batch, stable between resets)."""
+        while len(self._histories) < len(observations):
+            self._histories.append([])
+            self._last.append(None)
+        for i, info in enumerate(infos):
+            if info.get("new_task", False) or self._last[i] is None:
+                self._histories[i] = []
+            else:
+                self._histories[i] = [*self._histories[i], self._last[i]][-64:]
+        completions = self.policy.act_batch(
+            observations, infos, self._histories[: len(observations)], greedy=self.greedy
+        )
+        for i, (obs, comp) in enumerate(zip(observations, completions, strict=True)):
+            self._last[i] = (obs["observation"], comp.action.text)
+            self.tokens_generated += len(comp.completion_ids)
+        return [c.action.text for c in completions]
+
+
+def make_policy_agent(model_path: str, *, greedy: bool = True, **policy_kwargs: Any) -> PolicyAgent:
+    """Entry-point factory: load a local HF causal LM folder and wrap it as a :class:`PolicyAgent`.
+
+    ``policy_kwargs`` go to :class:`LLMPolicy` (e.g. ``constrained=True``).
+    """
+    from sage_agents.models import load_policy
+
+    model, tokenizer = load_policy(model_path)
+    model.eval()
+    return PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy)

@@ -1,0 +1,31 @@
+"""Algorithms as pure functions: GRPO losses and advantages (:mod:`.grpo`), SAGE rewards (:mod:`.sage`)."""
+
+from sage_agents.algos.grpo import (
+    LOSS_TYPES,
+    clipped_surrogate,
+    group_advantages,
+    kl_k3,
+    policy_loss,
+    row_weights,
+)
+from sage_agents.algos.sage import (
+    chain_rewards,
+    group_rewards,
+    outcome_rewards,
+    position_advantages,
+    skill_integrated_rewards,
+)
+
+__all__ = [
+    "LOSS_TYPES",
+    "chain_rewards",
+    "clipped_surrogate",
+    "group_advantages",
+    "group_rewards",
+    "kl_k3",
+    "outcome_rewards",
+    "policy_loss",
+    "position_advantages",
+    "row_weights",
+    "skill_integrated_rewards",
+]

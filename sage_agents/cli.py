@@ -1,0 +1,82 @@
+"""Minimal command line: ``sage train`` and ``sage eval`` (the lead may restructure it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(add_completion=False, help="Train and evaluate LLM agents on the SageChain envs.")
+
+
+def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["lr=1e-4", "total_steps=10"]`` -> dict (JSON values, else strings)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise typer.BadParameter(f"--set {pair!r} is not KEY=VALUE; e.g. --set lr=1e-4")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Option(help="JSON file of TrainConfig fields.")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a TrainConfig field: KEY=VALUE (JSON value).")
+    ] = None,
+) -> None:
+    """Train with GRPO or SAGE (see docs/agents.md for every TrainConfig field)."""
+    from sage_agents.config import TrainConfig
+    from sage_agents.trainer import Trainer
+
+    fields = json.loads(config.read_text()) if config else {}
+    cfg = TrainConfig.from_dict({**fields, **_parse_overrides(set_ or [])})
+    trainer = Trainer(cfg)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+
+
+@app.command("eval")
+def evaluate(
+    model_path: Annotated[Path, typer.Argument(help="Local folder of a causal LM (save_pretrained).")],
+    env_id: Annotated[str, typer.Option(help="Gymnasium id.")] = "SageChain-ALFWorld-v0",
+    split: Annotated[str, typer.Option(help="Env split.")] = "valid_seen",
+    num_chains: Annotated[int, typer.Option(help="Chains 0..N-1 are played once.")] = 10,
+    constrained: Annotated[bool, typer.Option(help="Score admissible commands + skill calls.")] = True,
+    env_kwargs: Annotated[str, typer.Option(help="JSON dict of gymnasium.make kwargs.")] = "{}",
+    seed: Annotated[int, typer.Option(help="Reset seed base.")] = 0,
+) -> None:
+    """Greedy evaluation of a local model; prints the env/ metrics as JSON."""
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401  (registers the env ids)
+    from sage_agents.models import load_policy
+    from sage_agents.policy import LLMPolicy
+    from sage_agents.rollout import rollout_chains, rollout_stats
+
+    model, tokenizer = load_policy(model_path)
+    model.eval()
+    policy = LLMPolicy(model, tokenizer, constrained=constrained)
+    env = gym.make(env_id, split=split, **json.loads(env_kwargs))
+    rollouts = []
+    for chain in range(min(num_chains, env.unwrapped.num_chains)):
+        rollouts += rollout_chains([env], policy, [chain], [seed + chain], greedy=True)
+    typer.echo(json.dumps(rollout_stats(rollouts), indent=2, sort_keys=True))
+
+
+def main() -> None:
+    """Console-script entry point (``sage``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Warm start (SAGE's SFT stage): expert chains -> (prompt, completion) pairs -> TRL's ``SFTTrainer``.
+
+SAGE trains prompt-only skill agent -> SFT on expert trajectories -> RL; RL from the base model without SFT
+collapses (arXiv 2512.17102). The prompts are built by the same :meth:`LLMPolicy.prompt` the RL policy uses,
+so the warm-started model sees exactly the format it will act in; the completion is the expert's action
+(TRL appends EOS) and only completion tokens are trained (``completion_only_loss``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sage_agents.policy import LLMPolicy
+
+
+class PlanExpert:
+    """An expert that follows the env's ``info["expert_plan"]`` (make the env with ``expert_plan=True``)."""
+
+    def act(self, observation: dict[str, str], info: dict[str, Any]) -> str:
+        """The first command of the expert plan, or ``look`` when there is none."""
+        plan = info.get("expert_plan") or ["look"]
+        return plan[0]
+
+
+def collect_expert_pairs(
+    env: Any,
+    expert: Any,
+    policy: LLMPolicy,
+    chains: Sequence[int] | None = None,
+    *,
+    seed: int = 0,
+    only_successful: bool = True,
+    max_turns: int = 10_000,
+) -> list[dict[str, str]]:
+    """Play ``chains`` with ``expert`` and record one ``{"prompt", "completion"}`` pair per turn.
+
+    Args:
+        env: a chain env (the expert may need ``expert_plan=True``).
+        expert: any object with ``act(observation, info) -> str`` (and optionally ``reset()``).
+        policy: supplies the prompt format (history window, skills, admissible list, chat template).
+        chains: chain indices to play (default: every chain of the split).
+        seed: reset seed base (chain i uses ``seed + i``).
+        only_successful: keep only the turns of tasks the expert completed.
+        max_turns: safety bound on turns per chain.
+
+    Returns:
+        A list of prompt/completion dicts (TRL's prompt-completion dataset format).
+    """
+    chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
+    pairs: list[dict[str, str]] = []
+    for chain in chains:
+        if hasattr(expert, "reset"):
+            expert.reset()
+        obs, info = env.reset(seed=seed + int(chain), options={"chain": int(chain)})
+        history: list[tuple[str, str]] = []
+        task_pairs: list[dict[str, str]] = []
+        for _ in range(max_turns):
+            action = expert.act(obs, info)
+            prompt = policy.prompt(obs, history, info.get("admissible_commands", []))
+            task_pairs.append({"prompt": prompt, "completion": action})
+            before = obs["observation"]
+            obs, _, terminated, truncated, info = env.step(action)
+            if info.get("new_task") or terminated or truncated:  # the task of this action ended
+                if info.get("task_success") or not only_successful:
+                    pairs += task_pairs
+                task_pairs, history = [], []
+            else:
+                history.append((before, action))
+            if terminated or truncated:
+                break
+    return pairs
+
+
+def sft_warm_start(
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[dict[str, str]],
+    *,
+    output_dir: str,
+    epochs: float = 1.0,
+    max_steps: int = -1,
+    lr: float = 2e-5,
+    batch_size: int = 8,
+    max_length: int | None = 2048,
+    seed: int = 0,
+    logging_steps: int = 10,
+    bf16: bool = False,
+) -> dict[str, float]:
+    """Supervised fine-tuning of ``model`` on ``pairs`` with TRL's ``SFTTrainer`` (completion-only loss).
+
+    Args:
+        model: the causal LM (trained in place).
+        tokenizer: its tokenizer.
+        pairs: ``{"prompt", "completion"}`` dicts from :func:`collect_expert_pairs`.
+        output_dir: TRL's output folder (no checkpoints are saved; save the model yourself).
+        epochs: passes over the pairs.
+        max_steps: stop after this many optimizer steps (-1 = use ``epochs``).
+        lr: learning rate (a tiny model from scratch wants ~1e-3).
+        batch_size: pairs per device step.
+        max_length: truncate longer sequences.
+        seed: data order and init seed.
+        logging_steps: TRL logging interval.
+        bf16: train under bf16 autocast (faster on recent CPUs; off by default for exactness).
+
+    Returns:
+        TRL's train metrics (``train_loss``, ``train_runtime``, ...).
+    """
+    import torch
+    from accelerate.state import AcceleratorState
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(
+        output_dir=output_dir,
+        num_train_epochs=epochs,
+        max_steps=max_steps,
+        learning_rate=lr,
+        per_device_train_batch_size=batch_size,
+        max_length=max_length,
+        completion_only_loss=True,
+        packing=False,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=logging_steps,
+        seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=True,
+        bf16=bf16,
+        fp16=False,
+    )
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "right"  # training pads on the right; generation (LLMPolicy) on the left
+    try:
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tokenizer
+        )
+        result = trainer.train()
+    finally:
+        tokenizer.padding_side = padding_side
+        if AcceleratorState._shared_state and AcceleratorState().mixed_precision != "no":
+            AcceleratorState._reset_state(
+                reset_partial_state=False
+            )  # do not leak autocast into the RL trainer
+    return dict(result.metrics)

@@ -1,0 +1,465 @@
+"""GRPO / SAGE trainer for LLM agents in the chain envs (one file, CleanRL spirit).
+
+Why not TRL's ``GRPOTrainer``: a SAGE rollout is a *chain* of tasks played through a Gymnasium env whose skill
+library persists from task to task, the reward of task k depends on what later tasks of the same chain did
+(skill-integrated reward), and advantages are per chain position across the group. ``GRPOTrainer`` (even with
+``rollout_func``) scores one completion per prompt with a reward function; it has no notion of several
+trajectories per rollout with position-wise advantages. The math below is the same as TRL's (see
+:mod:`sage_agents.algos.grpo` and docs/agents.md); TRL's ``SFTTrainer`` is used for the warm start
+(:mod:`sage_agents.sft`).
+
+Loop per step: (1) pick ``chains_per_step`` chains, (2) play each G times (sequential rollout), (3) rewards
+(skill-integrated or outcome) and per-position advantages, (4) ``ppo_epochs`` passes of clipped policy
+gradient over every policy token with gradient accumulation, (5) log ``env/``, ``losses/``, ``charts/``
+metrics, (6) checkpoint atomically. ``accelerate launch`` runs it data-parallel (each process plays its own
+chains).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import random
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sage_agents.algos.grpo import policy_loss, row_weights
+from sage_agents.algos.sage import group_rewards, position_advantages
+from sage_agents.config import TrainConfig
+from sage_agents.policy import LLMPolicy, completion_logprobs
+from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
+
+TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
+
+
+def make_envs(config: TrainConfig, n: int) -> list[Any]:
+    """``n`` envs of ``config.env_id`` (``import sage_envs`` registers the project's ids)."""
+    import gymnasium as gym
+
+    if config.env_id.startswith("SageChain-"):
+        import sage_envs  # noqa: F401
+
+    return [gym.make(config.env_id, split=config.split, **config.env_kwargs) for _ in range(n)]
+
+
+class Trainer:
+    """Train a policy with GRPO or SAGE; see the module docstring.
+
+    Args:
+        config: the settings.
+        model: a causal LM to train (default: ``config.model_path`` or a fresh tiny model).
+        tokenizer: its tokenizer.
+        env_fn: ``env_fn() -> env`` to build the rollout envs (default: ``gymnasium.make(config.env_id)``).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        model: Any = None,
+        tokenizer: Any = None,
+        env_fn: Callable[[], Any] | None = None,
+    ):
+        from accelerate import Accelerator, DistributedDataParallelKwargs
+        from accelerate.state import AcceleratorState
+
+        self.config = cfg = config
+        if AcceleratorState._shared_state and AcceleratorState().mixed_precision != "no":
+            # e.g. a transformers Trainer (the SFT warm start) left bf16 autocast in accelerate's singleton
+            AcceleratorState._reset_state(reset_partial_state=False)
+        # Processes run different numbers of micro-batches (rollout lengths differ): no per-forward buffer
+        # broadcast, so the only collectives are the one gradient all-reduce per optimizer step.
+        ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
+        self.accelerator = Accelerator(cpu=cfg.cpu, mixed_precision="no", kwargs_handlers=[ddp])
+        self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
+        random.seed(cfg.seed + self.rank)
+        np.random.seed(cfg.seed + self.rank)
+        torch.manual_seed(cfg.seed + self.rank)
+        if model is None:
+            model, tokenizer = self._build_model()
+        self.tokenizer = tokenizer
+        model.to(self.accelerator.device)
+        self.ref_model = None
+        if cfg.beta > 0:
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        with (
+            warnings.catch_warnings()
+        ):  # torch renamed broadcast_buffers; accelerate does not pass the new name
+            warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
+            self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.policy = LLMPolicy(
+            self.accelerator.unwrap_model(self.model),
+            tokenizer,
+            history_turns=cfg.history_turns,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            constrained=cfg.constrained,
+            skill_calls=cfg.skill_calls,
+            skill_templates=cfg.skill_templates,
+            max_call_candidates=cfg.max_call_candidates,
+            candidate_score=cfg.candidate_score,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+        )
+        n_envs = cfg.group_size * cfg.chains_per_step
+        self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
+        self.num_chains = int(self.envs[0].unwrapped.num_chains)
+        self.chain_rng = np.random.default_rng(cfg.seed)
+        self.step = 0
+        self.last_rollouts: list[ChainRollout] = []
+        self.out = Path(cfg.output_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        if cfg.resume:
+            self.load_checkpoint()
+        self._writer = None
+
+    # ------------------------------------------------------------------ setup
+    def _build_model(self) -> tuple[Any, Any]:
+        cfg = self.config
+        if cfg.model_path:
+            from sage_agents.models import load_policy
+
+            return load_policy(cfg.model_path)
+        from sage_agents.models import build_tiny_model
+
+        return build_tiny_model(hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that writes files."""
+        return self.accelerator.is_main_process
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of optimisation step ``step`` (0-based): linear warm-up, then constant."""
+        cfg = self.config
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        return cfg.lr
+
+    # ------------------------------------------------------------------ one step
+    def next_chains(self) -> list[int]:
+        """This process's chain indices for the next step (drawn for all processes, then sliced)."""
+        cps = self.config.chains_per_step
+        ids = self.chain_rng.integers(self.num_chains, size=cps * self.world)
+        return [int(c) for c in ids[self.rank * cps : (self.rank + 1) * cps]]
+
+    def rollout(self) -> list[ChainRollout]:
+        """Play this step's groups with the current policy (no gradients)."""
+        cfg, group = self.config, self.config.group_size
+        chains = [c for c in self.next_chains() for _ in range(group)]
+        base = (cfg.seed * 1_000_003 + self.step * 10_007 + self.rank * 101) % (2**31)
+        seeds = [base + i for i in range(len(chains))]
+        self.model.eval()
+        return rollout_chains(
+            self.envs, self.policy, chains, seeds, stop_on_no_action=cfg.no_action_penalty is not None
+        )
+
+    def build_rows(self, rollouts: Sequence[ChainRollout]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        """Rewards and per-position advantages for each group, then one row per policy turn."""
+        cfg, group = self.config, self.config.group_size
+        rows, rewards_all, adv_all = [], [], []
+        for start in range(0, len(rollouts), group):
+            chunk = rollouts[start : start + group]
+            rewards, valid = group_rewards(
+                chunk, mode=cfg.effective_reward_mode, no_action_penalty=cfg.no_action_penalty
+            )  # (G, L), (G, L)
+            adv = position_advantages(rewards, valid, scale_std=cfg.scale_std)  # (G, L)
+            rewards_all.append(rewards[valid])
+            adv_all.append(adv[valid])
+            for g, ro in enumerate(chunk):
+                for turn_i, turn in enumerate(ro.turns):
+                    if not turn.completion_ids:
+                        continue
+                    k = turn.task_index
+                    seq = (start + g, k) if cfg.sequence_unit == "trajectory" else (start + g, k, turn_i)
+                    rows.append(
+                        {
+                            "prompt_ids": turn.prompt_ids,
+                            "completion_ids": turn.completion_ids,
+                            "old_logp": turn.logprobs,
+                            "adv": float(adv[g, k]),
+                            "seq": seq,
+                        }
+                    )
+        rewards_flat, adv_flat = torch.cat(rewards_all), torch.cat(adv_all)
+        stats = {
+            "env/reward_mean": float(rewards_flat.mean()) if len(rewards_flat) else 0.0,
+            "losses/advantage_abs_mean": float(adv_flat.abs().mean()) if len(adv_flat) else 0.0,
+        }
+        return rows, stats
+
+    def loss_weights(self, rows: list[dict[str, Any]]) -> torch.Tensor:
+        """(N,) per-row token weights of the configured loss variant, over the whole batch."""
+        cfg = self.config
+        seq_index = {s: i for i, s in enumerate(dict.fromkeys(r["seq"] for r in rows))}
+        lengths = [len(r["completion_ids"]) for r in rows]
+        return row_weights(lengths, cfg.loss_type, [seq_index[r["seq"]] for r in rows], cfg.dr_grpo_max_len)
+
+    def accumulate_gradients(self, rows: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
+        """Backward over ``rows`` in micro-batches; the summed gradient equals the full-batch gradient."""
+        cfg, acc = self.config, self.accelerator
+        size = cfg.micro_batch_size
+        micro = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
+        sums: dict[str, float] = {}
+        for m, idx in enumerate(micro):
+            sync = contextlib.nullcontext() if m == len(micro) - 1 else acc.no_sync(self.model)
+            with sync:  # DDP all-reduces only on the last micro-batch
+                stats = self._micro_step([rows[i] for i in idx], weights[idx].to(acc.device))
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
+        return sums
+
+    def update(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """``ppo_epochs`` optimizer steps of the clipped objective over ``rows``."""
+        cfg, acc = self.config, self.accelerator
+        if not rows:
+            return {"losses/policy_loss": 0.0, "losses/grad_norm": 0.0}
+        weights = self.loss_weights(rows)  # (N,)
+        self.model.train()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        sums: dict[str, float] = {}
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for _ in range(cfg.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            stats = self.accumulate_gradients(rows, weights)
+            if cfg.max_grad_norm > 0:
+                stats["losses/grad_norm"] = float(acc.clip_grad_norm_(params, cfg.max_grad_norm))
+            else:
+                grads = [p.grad.norm() for p in params if p.grad is not None]
+                stats["losses/grad_norm"] = float(torch.norm(torch.stack(grads)))
+            self.optimizer.step()
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value / cfg.ppo_epochs
+        self.optimizer.zero_grad(set_to_none=True)
+        return sums
+
+    def _micro_step(self, batch: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
+        cfg, device = self.config, self.accelerator.device
+        prompts = [r["prompt_ids"] for r in batch]
+        completions = [r["completion_ids"] for r in batch]
+        logp, mask, entropy = completion_logprobs(
+            self.model,
+            prompts,
+            completions,
+            temperature=cfg.temperature,
+            pad_id=self.policy.pad_id,
+            with_entropy=True,
+        )  # (B, T) each
+        old = torch.zeros_like(logp)  # (B, T)
+        for i, r in enumerate(batch):
+            old[i, : len(r["old_logp"])] = torch.tensor(r["old_logp"], device=device)
+        adv = torch.tensor([r["adv"] for r in batch], device=device)  # (B,)
+        ref = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref, _, _ = completion_logprobs(
+                    self.ref_model,
+                    prompts,
+                    completions,
+                    temperature=cfg.temperature,
+                    pad_id=self.policy.pad_id,
+                )  # (B, T)
+        loss, stats = policy_loss(
+            logp,
+            old,
+            adv,
+            mask,
+            weights,
+            eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high,
+            beta=cfg.beta,
+            ref_logp=ref,
+        )
+        self.accelerator.backward(loss)
+        out = {f"losses/{k}": float(v) for k, v in stats.items()}
+        out["losses/loss"] = float(loss.detach())
+        out["losses/entropy"] = float((entropy * weights[:, None] * mask).sum())
+        return out
+
+    def train_step(self) -> dict[str, float]:
+        """Roll out, update, and return this step's metrics (averaged over processes)."""
+        t0 = time.perf_counter()
+        rollouts = self.rollout()
+        t1 = time.perf_counter()
+        rows, reward_stats = self.build_rows(rollouts)
+        metrics = {**rollout_stats(rollouts), **reward_stats, **self.update(rows)}
+        t2 = time.perf_counter()
+        self.last_rollouts = rollouts
+        self.step += 1
+        metrics.update(
+            {
+                "charts/learning_rate": self.lr_at(self.step - 1),
+                "charts/tokens_generated": float(sum(len(r["completion_ids"]) for r in rows)),
+                "charts/turns": float(len(rows)),
+                "charts/rollout_seconds": t1 - t0,
+                "charts/update_seconds": t2 - t1,
+                "charts/step_seconds": t2 - t0,
+            }
+        )
+        if self.world > 1:
+            keys = sorted(metrics)
+            values = torch.tensor([metrics[k] for k in keys], device=self.accelerator.device)
+            values = self.accelerator.reduce(values, reduction="mean")
+            metrics = dict(zip(keys, values.tolist(), strict=True))
+        metrics["charts/step"] = float(self.step)
+        return metrics
+
+    # ------------------------------------------------------------------ loop and logging
+    def train(self) -> list[dict[str, float]]:
+        """Train until ``config.total_steps``; return the metrics of the steps run here."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        cfg, history = self.config, []
+        if self.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.json").write_text(cfg.to_json())
+        columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
+        columns += [TimeRemainingColumn(), TextColumn("{task.fields[info]}")]
+        with Progress(*columns, disable=not (cfg.progress and self.is_main)) as bar:
+            task = bar.add_task(cfg.algo, total=cfg.total_steps, completed=self.step, info="")
+            while self.step < cfg.total_steps:
+                metrics = self.train_step()
+                history.append(metrics)
+                self.log(metrics)
+                info = f"TGC {metrics['env/task_success']:.2f} R {metrics['env/reward_mean']:.2f}"
+                bar.update(task, completed=self.step, info=info)
+                if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.total_steps:
+                    self.save_checkpoint()
+        if self._writer is not None:
+            self._writer.flush()
+        return history
+
+    def log(self, metrics: dict[str, float]) -> None:
+        """Append to metrics.jsonl and TensorBoard (main process only)."""
+        if not self.is_main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        if "jsonl" in self.config.report_to:
+            with open(self.out / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(metrics, sort_keys=True) + "\n")
+        if "tensorboard" in self.config.report_to:
+            if self._writer is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step)
+            for key, value in metrics.items():
+                self._writer.add_scalar(key, value, self.step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _rng_state(self) -> dict[str, Any]:
+        return {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "chain_rng": self.chain_rng.bit_generator.state,
+        }
+
+    def _persistent_libraries(self) -> list[Any] | None:
+        """Each env's library as a dict when they persist across chains (``library_scope="persistent"``)."""
+        envs = [env.unwrapped for env in self.envs]
+        if all(getattr(e, "library_scope", None) == "persistent" and hasattr(e, "library") for e in envs):
+            return [e.library.to_dict() for e in envs]
+        return None
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoints/step_N`` atomically: a temporary folder renamed with ``os.replace``.
+
+        Holds the model + tokenizer (``save_pretrained``), the optimizer, every process's RNG states, the
+        trainer state (step, chain sampler) and the skill library (last chain's, plus the persistent one).
+        """
+        acc = self.accelerator
+        final = self.ckpt_dir / f"step_{self.step:07d}"
+        tmp = self.ckpt_dir / f".tmp_step_{self.step:07d}"
+        if self.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        acc.wait_for_everyone()
+        torch.save(self._rng_state(), tmp / f"rng_{self.rank}.pt")
+        libraries = self._persistent_libraries()
+        if libraries is not None:  # every env of every process carries its own library
+            (tmp / f"skill_libraries_{self.rank}.json").write_text(json.dumps(libraries))
+        if self.is_main:
+            acc.unwrap_model(self.model).save_pretrained(tmp / "model", safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp / "model")
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            state = {"step": self.step, "world": self.world, "config": self.config.to_dict()}
+            (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+            summaries = [ro.library for ro in self.last_rollouts]
+            (tmp / "skill_library.json").write_text(json.dumps(summaries, indent=2))
+        acc.wait_for_everyone()
+        if self.is_main:
+            if final.exists():
+                trash = final.with_name(final.name + ".old")
+                os.replace(final, trash)
+                shutil.rmtree(trash)
+            os.replace(tmp, final)
+            latest_tmp = self.ckpt_dir / ".latest.tmp"
+            latest_tmp.write_text(final.name)
+            os.replace(latest_tmp, self.ckpt_dir / "latest")
+            kept = sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir())
+            for old in kept[: -self.config.keep_checkpoints]:
+                shutil.rmtree(old)
+        acc.wait_for_everyone()
+        return final
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint folder, or None."""
+        pointer = self.ckpt_dir / "latest"
+        if pointer.exists() and (self.ckpt_dir / pointer.read_text().strip()).is_dir():
+            return self.ckpt_dir / pointer.read_text().strip()
+        found = sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir() and not p.name.endswith(".old"))
+        return found[-1] if found else None
+
+    def load_checkpoint(self, path: str | os.PathLike | None = None) -> None:
+        """Restore model, optimizer, RNG states, step and library; trim metrics.jsonl to that step."""
+        path = Path(path) if path else self.latest_checkpoint()
+        if path is None:
+            return  # nothing to resume from: start fresh
+        from transformers import AutoModelForCausalLM
+
+        saved = AutoModelForCausalLM.from_pretrained(path / "model", local_files_only=True)
+        model = self.accelerator.unwrap_model(self.model)
+        model.load_state_dict(saved.state_dict())
+        del saved
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        state = json.loads((path / "trainer_state.json").read_text())
+        self.step = int(state["step"])
+        rng_file = path / f"rng_{self.rank}.pt"
+        if rng_file.exists():
+            rng = torch.load(rng_file, weights_only=False)
+            random.setstate(rng["python"])
+            np.random.set_state(rng["numpy"])
+            torch.set_rng_state(rng["torch"])
+            if rng["cuda"] is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+            self.chain_rng.bit_generator.state = rng["chain_rng"]
+        library_file = path / f"skill_libraries_{self.rank}.json"
+        if library_file.exists():
+            for env, state in zip(self.envs, json.loads(library_file.read_text()), strict=True):
+                env.unwrapped.library = type(env.unwrapped.library).from_dict(state)
+        metrics = self.out / "metrics.jsonl"
+        if self.is_main and metrics.exists():
+            lines = [ln for ln in metrics.read_text().splitlines() if ln.strip()]
+            lines = [ln for ln in lines if json.loads(ln).get("charts/step", 0) <= self.step]
+            tmp = metrics.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(ln + "\n" for ln in lines))
+            os.replace(tmp, metrics)
+
+    def close(self) -> None:
+        """Close the envs and the TensorBoard writer."""
+        for env in self.envs:
+            env.close()
+        if self._writer is not None:
+            self._writer.close()

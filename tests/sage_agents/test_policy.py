@@ -1,0 +1,164 @@
+import copy
+
+import pytest
+import torch
+
+from sage_agents.policy import (
+    LLMPolicy,
+    PolicyAgent,
+    build_prompt,
+    call_candidates,
+    completion_logprobs,
+    parse_action,
+    skill_signatures,
+)
+
+DEF = "skill fetch(item, box):\n    go to {box}\n    take {item} from {box}"
+OBS = {
+    "task": "take the coin from the box",
+    "observation": "You arrive at box 2. You see coin 1.",
+    "skills": "",
+}
+ADM = ["go to box 1", "go to box 3", "take coin 1 from box 2", "look"]
+
+
+@pytest.mark.parametrize(
+    "completion, text, kind",
+    [
+        ("go to countertop 1", "go to countertop 1", "command"),
+        ("go to countertop 1\nlook\n", "go to countertop 1", "command"),
+        ("Action: open fridge 1", "open fridge 1", "command"),
+        ("> look", "look", "command"),
+        ("call fetch(coin 1, box 2)", "call fetch(coin 1, box 2)", "call"),
+        (f"{DEF}\ncall fetch(coin 1, box 2)\nlook", f"{DEF}\ncall fetch(coin 1, box 2)", "define"),
+        (f"```\n{DEF}\n```", DEF, "define"),
+        (
+            f"{DEF}\n\ncall fetch(a 1, b 2)\ncall fetch(c 1, d 2)",
+            f"{DEF}\ncall fetch(a 1, b 2)\ncall fetch(c 1, d 2)",
+            "define",
+        ),
+        ("skill broken(x):\nno body", "skill broken(x):\nno body", "none"),
+        ("", "", "none"),
+        ("   \n ", "   \n ", "none"),
+        ("(*&^ garbage ]]", "(*&^ garbage ]]", "none"),
+    ],
+)
+def test_parse_action(completion, text, kind):
+    parsed = parse_action(completion)
+    assert (parsed.text, parsed.kind) == (text, kind)
+    assert parsed.parseable == (kind != "none")
+
+
+def test_build_prompt_task_first_and_compact():
+    history = [(f"obs {i}", f"act {i}") for i in range(3)]
+    prompt = build_prompt("put a apple in fridge", "now", history, "- f(x)", ["look", "go to x 1"])
+    assert prompt.startswith("Task: put a apple in fridge\n")
+    assert prompt.endswith("\nAction:\n")
+    assert prompt.index("Skills:") < prompt.index("History:") < prompt.index("Observation: now")
+    assert "obs 0\n> act 0\nobs 1" in prompt and "Admissible: look, go to x 1" in prompt
+    assert "History" not in build_prompt("t", "o")
+
+
+def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, history_turns=2, max_prompt_tokens=500)
+    history = [(f"you see drawer {i}", f"examine drawer {i}") for i in range(5)]
+    prompt = policy.prompt(OBS, history, ADM)
+    assert "> examine drawer 3\nyou see drawer 4\n> examine drawer 4" in prompt
+    assert "drawer 2" not in prompt  # only the last 2 turns
+    small = LLMPolicy(model, tok, history_turns=3, max_prompt_tokens=10)
+    assert "History" not in small.prompt(OBS, history, ADM)  # history dropped to fit
+
+
+def test_skill_signatures_and_call_candidates():
+    skills = "Program skills (call NAME(args)):\n- fetch(item, box): get it\n- noop()"
+    assert skill_signatures(skills) == [("fetch", ["item", "box"]), ("noop", [])]
+    cands = call_candidates(skills, "take the coin", ADM, limit=3)  # entities named in the task come first
+    assert cands[:3] == [f"call fetch(coin 1, box {i})" for i in (1, 3, 2)]
+    assert "call noop()" in cands
+    with_template = call_candidates("", "take the coin", ADM, templates=[DEF], limit=1)
+    assert with_template == [f"{DEF}\ncall fetch(coin 1, box 1)"]
+
+
+def test_generation_logprobs_match_training_forward(tiny):
+    model, tok = tiny
+    torch.manual_seed(0)
+    policy = LLMPolicy(model, tok, max_new_tokens=6)
+    prompts = [policy.prompt(OBS, [], ADM), policy.prompt(OBS, [("a long earlier observation", "look")], ADM)]
+    outs = policy.generate(prompts)
+    assert len(outs[0].prompt_ids) != len(outs[1].prompt_ids)  # left padding is exercised
+    logp, mask, _ = completion_logprobs(
+        model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], pad_id=tok.pad_token_id
+    )
+    for i, o in enumerate(outs):
+        assert 1 <= len(o.completion_ids) <= 6 and mask[i].sum() == len(o.completion_ids)
+        assert torch.allclose(logp[i, : len(o.logprobs)], torch.tensor(o.logprobs), atol=1e-4)
+
+
+def test_batched_greedy_generation_equals_one_by_one(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, max_new_tokens=5)
+    prompts = [policy.prompt(OBS, [], ADM), policy.prompt({**OBS, "task": "x"}, [("long " * 20, "look")], [])]
+    batched = policy.generate(prompts, greedy=True)
+    single = [policy.generate([p], greedy=True)[0] for p in prompts]
+    assert [b.completion_ids for b in batched] == [s.completion_ids for s in single]
+
+
+def test_constrained_scores_equal_full_forward(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok)
+    prompts = [policy.prompt(OBS, [], ADM), policy.prompt({**OBS, "task": "t"}, [("o", "look")], ADM[:2])]
+    cands = [ADM, ["go to box 1", f"{DEF}\ncall fetch(coin 1, box 2)"]]
+    scores = policy.score(prompts, cands)
+    for prompt, cs, sc in zip(prompts, cands, scores, strict=True):
+        for c, lps in zip(cs, sc, strict=True):
+            ids = policy.encode(c) + [tok.eos_token_id]
+            ref, _, _ = completion_logprobs(model, [policy.encode(prompt)], [ids], pad_id=tok.pad_token_id)
+            assert torch.allclose(torch.tensor(lps), ref[0], atol=1e-4)
+
+
+def test_constrained_choice_greedy_and_sampled(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, constrained=True)
+    info = {"admissible_commands": ADM}
+    skills = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
+    out = policy.act_batch([skills], [info], [[]], greedy=True)[0]
+    scores = policy.score(
+        [policy.prompt(skills, [], ADM)], [ADM + call_candidates(skills["skills"], OBS["task"], ADM)]
+    )
+    best = max(range(len(scores[0])), key=lambda i: sum(scores[0][i]))
+    assert out.num_candidates == len(scores[0]) and out.logprobs == scores[0][best]
+    assert out.completion_ids[-1] == tok.eos_token_id and out.action.parseable
+    policy.candidate_score = "mean"
+    torch.manual_seed(0)
+    picks = {policy.act_batch([skills], [info], [[]])[0].text for _ in range(30)}
+    assert len(picks) > 3  # sampling explores when scores are length-normalised
+
+
+def test_policy_agent_history_and_tokens(tiny):
+    model, tok = tiny
+    agent = PolicyAgent(LLMPolicy(model, tok, constrained=True, history_turns=3))
+    agent.reset(seed=0)
+    info = {"admissible_commands": ADM, "new_task": True}
+    a1 = agent.act(OBS, info)
+    a2 = agent.act({**OBS, "observation": "second"}, {**info, "new_task": False})
+    assert a1 in ADM and a2 in ADM
+    assert agent._histories[0] == [(OBS["observation"], a1)]
+    agent.act(OBS, info)  # a new task clears the history
+    assert agent._histories[0] == []
+    assert agent.tokens_generated > 0
+
+
+def test_chat_template_is_used_when_present(tiny):
+    model, tok = tiny
+    chat_tok = copy.deepcopy(tok)
+    chat_tok.chat_template = (
+        "{% for m in messages %}<bos>{{ m['role'] }}\n{{ m['content'] }}<eos>{% endfor %}"
+        "{% if add_generation_prompt %}<bos>assistant\n{% endif %}"
+    )
+    policy = LLMPolicy(model, chat_tok, constrained=True)
+    prompt = policy.prompt(OBS, [], ADM)
+    assert prompt.startswith("<bos>user\nTask: ") and prompt.endswith("<bos>assistant\n")
+    out = policy.act_batch([OBS], [{"admissible_commands": ADM}], [[]], greedy=True)[0]
+    assert out.prompt_ids[0] == chat_tok.bos_token_id and out.text in ADM
+    assert not LLMPolicy(model, chat_tok, use_chat_template=False).prompt(OBS, [], ADM).startswith("<bos>")

@@ -1,0 +1,179 @@
+import ast
+import copy
+import inspect
+import json
+import os
+
+import pytest
+import torch
+
+from sage_agents.config import ConfigError, TrainConfig
+from sage_agents.trainer import Trainer
+from tests.sage_agents.fake_env import FakeChainEnv
+
+FAST = dict(
+    group_size=4,
+    lr=1e-3,
+    constrained=True,
+    candidate_score="mean",
+    report_to=["jsonl"],
+    progress=False,
+    micro_batch_size=8,
+)
+
+
+def make_trainer(tiny, tmp_path, name="run", **overrides):
+    model, tok = tiny
+    cfg = TrainConfig(**{**FAST, "output_dir": str(tmp_path / name), **overrides})
+    return Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, env_fn=lambda: FakeChainEnv(easy=True))
+
+
+def params(trainer):
+    return {
+        n: p.detach().clone() for n, p in trainer.accelerator.unwrap_model(trainer.model).named_parameters()
+    }
+
+
+def test_every_config_field_has_a_one_line_docstring_below_it():
+    tree = ast.parse(inspect.getsource(TrainConfig))
+    body = tree.body[0].body
+    fields = [(i, s) for i, s in enumerate(body) if isinstance(s, ast.AnnAssign)]
+    assert len(fields) >= 30
+    for i, stmt in fields:
+        doc = body[i + 1]
+        assert isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant), stmt.target.id
+        assert isinstance(doc.value.value, str) and "\n" not in doc.value.value.strip(), stmt.target.id
+
+
+@pytest.mark.parametrize(
+    "kwargs, pieces",
+    [
+        ({"algo": "ppo"}, ["algo='ppo'", "one of", "set algo"]),
+        ({"group_size": 1}, ["group_size=1", "at least 2", ">= 2"]),
+        ({"lr": 0.0}, ["lr=0.0", "> 0", "1e-6"]),
+        ({"loss_type": "bnpo"}, ["loss_type='bnpo'", "dr_grpo"]),
+        ({"no_action_penalty": 1.0}, ["no_action_penalty=1.0", "<= 0", "None"]),
+        ({"report_to": ["wandb"]}, ["report_to=['wandb']", "jsonl"]),
+        ({"top_p": 0.0}, ["top_p=0.0", "(0, 1]"]),
+    ],
+)
+def test_config_errors_name_value_rule_and_fix(kwargs, pieces):
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(**kwargs)
+    assert all(p in str(err.value) for p in pieces), str(err.value)
+
+
+def test_config_defaults_follow_the_paper_and_round_trip():
+    cfg = TrainConfig()
+    assert (cfg.algo, cfg.group_size, cfg.lr, cfg.beta, cfg.scale_std) == ("sage", 8, 1e-6, 0.0, False)
+    assert cfg.no_action_penalty == -1.0 and cfg.effective_reward_mode == "skill"
+    assert TrainConfig(algo="grpo").effective_reward_mode == "outcome"
+    assert TrainConfig.from_dict(json.loads(cfg.to_json())) == cfg
+    with pytest.raises(ConfigError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({"lrr": 1})
+
+
+def test_two_steps_change_every_trainable_parameter(tiny, tmp_path):
+    trainer = make_trainer(tiny, tmp_path, total_steps=2, report_to=["jsonl", "tensorboard"])
+    before = params(trainer)
+    history = trainer.train()
+    after = params(trainer)
+    unchanged = [n for n in before if torch.equal(before[n], after[n])]
+    assert not unchanged
+    assert [h["charts/step"] for h in history] == [1.0, 2.0]
+    for key in (
+        "env/task_success",
+        "env/chain_success",
+        "losses/policy_loss",
+        "losses/grad_norm",
+        "charts/turns",
+    ):
+        assert key in history[0]
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["charts/step"] == 2.0
+    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "run" / "tb").iterdir())
+    ckpts = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
+    assert ckpts == ["latest", "step_0000002"]  # save at the end; no temporary folders left
+    files = set(os.listdir(tmp_path / "run" / "checkpoints" / "step_0000002"))
+    assert {"model", "optimizer.pt", "rng_0.pt", "trainer_state.json", "skill_library.json"} <= files
+
+
+def test_resume_is_exact(tiny, tmp_path):
+    full = make_trainer(tiny, tmp_path, "full", total_steps=3, save_every=1)
+    full_history = full.train()
+    part = make_trainer(tiny, tmp_path, "part", total_steps=2, save_every=1)
+    part.train()
+    del part  # "killed" after step 2
+    resumed = make_trainer(tiny, tmp_path, "part", total_steps=3, save_every=1, resume=True)
+    assert resumed.step == 2
+    resumed.train()
+    a, b = params(full), params(resumed)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+
+    def read(name):
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+
+    assert read("full") == read("part") and len(read("full")) == len(full_history) == 3
+    assert sorted(os.listdir(tmp_path / "part" / "checkpoints")) == ["latest", "step_0000002", "step_0000003"]
+
+
+def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
+    trainer = make_trainer(tiny, tmp_path, group_size=3, beta=0.1, loss_type="grpo")
+    rows, _ = trainer.build_rows(trainer.rollout())
+    weights = trainer.loss_weights(rows)
+    grads = []
+    for size in (1, 4, len(rows)):
+        trainer.config.micro_batch_size = size
+        trainer.optimizer.zero_grad(set_to_none=True)
+        trainer.accumulate_gradients(rows, weights)
+        grads.append([p.grad.clone() for p in trainer.model.parameters()])
+    assert any(g.abs().sum() > 0 for g in grads[0])
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other, strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), (a - b).abs().max() / a.abs().max()
+
+
+def test_kl_clipping_epochs_and_loss_variants_run(tiny, tmp_path):
+    trainer = make_trainer(
+        tiny,
+        tmp_path,
+        total_steps=1,
+        beta=0.05,
+        ppo_epochs=2,
+        loss_type="dapo",
+        eps_high=0.28,
+        sequence_unit="turn",
+        scale_std=True,
+        warmup_steps=2,
+    )
+    metrics = trainer.train()[0]
+    assert metrics["losses/kl"] >= 0 and 0 <= metrics["losses/clip_ratio"] <= 1
+    assert metrics["charts/learning_rate"] == pytest.approx(5e-4)  # warm-up step 1 of 2
+
+
+def test_grpo_free_generation_with_no_action_penalty(tiny, tmp_path):
+    from sage_agents.algos.sage import group_rewards
+
+    trainer = make_trainer(tiny, tmp_path, algo="grpo", constrained=False, max_new_tokens=4, total_steps=1)
+    metrics = trainer.train()[0]
+    stopped = [ro for ro in trainer.last_rollouts if any(ro.no_action)]
+    assert metrics["env/no_action_rate"] > 0 and stopped  # an untrained tiny model writes garbage
+    for ro in stopped:  # the chain ended at the first reply with no parseable action
+        k = ro.no_action.index(True)
+        assert ro.turns[-1].parsed_kind == "none" and ro.turns[-1].task_index == k
+        assert not any(ro.played[k + 1 :])
+        rewards, valid = group_rewards([ro], mode="outcome")
+        assert rewards[0, k] == -1.0 and valid[0].tolist() == ro.played
+
+
+def test_every_metric_is_documented(tiny, tmp_path):
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    metrics = make_trainer(tiny, tmp_path, total_steps=1, beta=0.1).train()[0]
+    for key in metrics:
+        assert re.sub(r"pos\d+$", "pos{k}", key) in docs, key
+    for field in TrainConfig.__dataclass_fields__:
+        assert f"`{field}`" in docs, field
