@@ -154,7 +154,7 @@ def summarize(records: list[dict[str, Any]], config: EvalConfig, model: str, sou
         "mean_primitive_steps": np.array([np.mean(r["primitive_steps"]) for r in records]),
         "mean_tokens": np.array([np.mean(r["tokens"]) for r in records]),
     }
-    tasks = [(t, s) for r in records for t, s in zip(r["task_types"], r["success"])]
+    tasks = [(t, s) for r in records for t, s in zip(r["task_types"], r["success"], strict=True)]
     later = [reused for r in records for reused in r["skill_reuse"][1:]]
     n_tasks = sum(len(r["success"]) for r in records)
     by_type: dict[str, list[bool]] = {}

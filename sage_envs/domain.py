@@ -70,7 +70,7 @@ class TaskGame(abc.ABC):
         """The expert's next commands from the current state (first item = what to do now); [] if none."""
         return []
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: most games hold nothing to release)
         """Release engine resources."""
 
 
@@ -105,5 +105,5 @@ class Domain(abc.ABC):
                 chains.append(tuple(scenario_tasks[start : start + chain_length]))
         return chains
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook)
         """Release shared resources (caches, subprocesses)."""

@@ -60,7 +60,7 @@ def test_every_config_field_has_a_docstring_below_it(config_cls):
     tree = ast.parse(inspect.getsource(config_cls))
     body = tree.body[0].body
     documented = set()
-    for node, following in zip(body, body[1:]):
+    for node, following in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
             if isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
                 documented.add(node.target.id)
