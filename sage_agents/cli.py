@@ -1,4 +1,4 @@
-"""Minimal command line: ``sage train`` and ``sage eval`` (the lead may restructure it)."""
+"""The ``sage`` command line: ``sage train``, ``sage eval``, ``sage agents`` and ``sage leaderboard {evaluate,render}``."""
 
 from __future__ import annotations
 
@@ -71,6 +71,36 @@ def evaluate(
     for chain in range(min(num_chains, env.unwrapped.num_chains)):
         rollouts += rollout_chains([env], policy, [chain], [seed + chain], greedy=True)
     typer.echo(json.dumps(rollout_stats(rollouts), indent=2, sort_keys=True))
+
+
+@app.command("agents")
+def agents() -> None:
+    """List the registered agents (entry-point group ``sage_agents.agents``)."""
+    from sage_agents.registry import list_agents
+
+    for name in list_agents():
+        typer.echo(name)
+
+
+leaderboard_app = typer.Typer(add_completion=False, help="Evaluate agents and render LEADERBOARD.md.")
+app.add_typer(leaderboard_app, name="leaderboard")
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+@leaderboard_app.command("evaluate", context_settings=_PASS_THROUGH)
+def leaderboard_evaluate(ctx: typer.Context) -> None:
+    """Same arguments as ``python -m leaderboard.evaluate`` (``sage leaderboard evaluate --help`` lists them)."""
+    from leaderboard.evaluate import main as evaluate_main
+
+    evaluate_main(ctx.args)
+
+
+@leaderboard_app.command("render", context_settings=_PASS_THROUGH)
+def leaderboard_render(ctx: typer.Context) -> None:
+    """Same arguments as ``python -m leaderboard.render``."""
+    from leaderboard.render import main as render_main
+
+    render_main(ctx.args)
 
 
 def main() -> None:

@@ -92,3 +92,15 @@ def test_parallel_workers_match_serial(tmp_path):
     serial = evaluate(parse_args([*base, "--output", str(tmp_path / "a")]))
     parallel = evaluate(parse_args([*base, "--output", str(tmp_path / "b"), "--workers", "2"]))
     assert serial["tgc"] == parallel["tgc"] and serial["mean_steps"] == parallel["mean_steps"]
+
+
+def test_sage_cli_reaches_the_evaluator(tmp_path):
+    from typer.testing import CliRunner
+
+    from sage_agents.cli import app
+
+    result = CliRunner().invoke(app, ["leaderboard", "evaluate", "--agent", "random", "--env", TOY_ID,
+                                      "--num-chains", "2", "--split", "train", "--output", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["n_chains"] == 2
+    assert len(list(tmp_path.glob("*.json"))) == 1
