@@ -570,4 +570,6 @@ def make_policy_agent(model_path: str, *, greedy: bool = True, **policy_kwargs: 
 
     model, tokenizer = load_policy(model_path)
     model.eval()
-    return PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy)
+    agent = PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy)
+    agent.model_id = str(model_path)  # recorded as "model" in leaderboard summaries
+    return agent
