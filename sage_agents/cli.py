@@ -1,4 +1,4 @@
-"""The ``sage`` command line: ``sage train``, ``sage eval``, ``sage agents`` and ``sage leaderboard {evaluate,render}``."""
+"""The ``sage`` command line: ``sage train``, ``sage eval``, ``sage agents``, ``sage leaderboard {evaluate,render}``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def train(
         list[str] | None, typer.Option("--set", help="Override a TrainConfig field: KEY=VALUE (JSON value).")
     ] = None,
 ) -> None:
-    """Train with GRPO or SAGE (see docs/agents.md for every TrainConfig field)."""
+    """Train with GRPO, SAGE or ReSkill (``--set algo=reskill``; docs/agents.md, docs/reskill.md)."""
     from sage_agents.config import TrainConfig
     from sage_agents.trainer import Trainer
 

@@ -9,7 +9,9 @@ from typing import Any
 
 from sage_envs.error import InvalidConfigError
 
-ALGOS = ("grpo", "sage")
+ALGOS = ("grpo", "sage", "reskill")
+RESKILL_DISCOUNTS = ("eb", "none", "last_step")
+RESKILL_CREATORS = ("rule", "llm")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 SEQUENCE_UNITS = ("trajectory", "turn")
 REWARD_MODES = ("skill", "outcome")
@@ -25,9 +27,9 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ algorithm
     algo: str = "sage"
-    """``sage`` (skill-integrated reward, sequential chains) or ``grpo`` (outcome reward only)."""
+    """``sage`` (skill-integrated reward, chains), ``grpo`` (outcome reward) or ``reskill`` (docs/reskill.md)."""
     reward_mode: str | None = None
-    """``skill`` or ``outcome``; None = computed at runtime from ``algo`` (sage -> skill, grpo -> outcome)."""
+    """``skill`` or ``outcome``; None = computed at runtime from ``algo`` (sage -> skill, else outcome)."""
     no_action_penalty: float | None = -1.0
     """Reward of a completion with no parseable action, which also ends the chain (SAGE: -1); None = off."""
     group_size: int = 8
@@ -102,6 +104,40 @@ class TrainConfig:
     """Sampling temperature (also used for the training log-probs)."""
     top_p: float = 1.0
     """Nucleus sampling threshold in free generation; 1.0 = off."""
+
+    # ------------------------------------------------------------------ reskill (algo="reskill", arXiv 2606.01619)
+    reskill_max_active: int = 8
+    """Most guidance skills live in one library version (ReSkill: 8)."""
+    reskill_min_test_steps: int = 5
+    """Training steps a version test runs before it can be decided (ReSkill: 5)."""
+    reskill_min_test_episodes: int = 50
+    """Episodes (both arms) a version test collects before it can be decided (ReSkill: 50)."""
+    reskill_discount: str = "eb"
+    """Posterior discount per step: ``eb`` (w = M/(M+n), M by empirical Bayes), ``none`` or ``last_step``."""
+    reskill_p_clamp: float = 0.15
+    """P(new) of a rollout slot is clamped to [p_clamp, 1 - p_clamp] (ReSkill: 0.15)."""
+    reskill_reservoir_size: int = 200
+    """Most recent episodes kept in the experience reservoir (ReSkill: ~200)."""
+    reskill_min_reservoir: int = 50
+    """Episodes in the reservoir before the skill creator is first asked."""
+    reskill_create_every: int = 1
+    """Steps between skill-creator calls while no version test runs."""
+    reskill_creator: str = "rule"
+    """Skill creator backend: ``rule`` (offline, assertion contrasts) or ``llm``."""
+    reskill_creator_endpoint: str | None = None
+    """Base URL of an OpenAI-compatible server for the llm creator (POST /v1/chat/completions)."""
+    reskill_creator_model: str | None = None
+    """``model`` field sent to the endpoint (None = "default")."""
+    reskill_creator_model_path: str | None = None
+    """Local folder of a Hugging Face causal LM for the llm creator (when no endpoint is set)."""
+    reskill_creator_retries: int = 2
+    """Extra attempts per llm-creator stage after an unparseable or invalid reply."""
+    reskill_fire_rate: float = 0.5
+    """Verification: a new skill's trigger must fire in at least this share of reservoir episodes (ReSkill: 0.5)."""
+    reskill_max_chars: int = 500
+    """Verification: longest guidance text of a new skill, in characters (ReSkill: 500)."""
+    reskill_skills_dir: str | None = None
+    """Folder of SKILL.md folders to start the library from (None = empty)."""
 
     # ------------------------------------------------------------------ bookkeeping
     output_dir: str = "runs/sage"
@@ -178,11 +214,43 @@ class TrainConfig:
             fail("report_to", f"entries must be in {REPORTERS}", "drop the unknown sinks")
         if not isinstance(self.env_kwargs, dict):
             fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
+        self._check_reskill(fail)
+
+    def _check_reskill(self, fail: Any) -> None:
+        """Validate the ``reskill_*`` fields (only when ``algo == "reskill"`` for the cross-field rules)."""
+        for name, allowed in (("reskill_discount", RESKILL_DISCOUNTS), ("reskill_creator", RESKILL_CREATORS)):
+            if getattr(self, name) not in allowed:
+                fail(name, f"must be one of {allowed}", f"set {name} to one of {allowed}")
+        for name in ("reskill_max_active", "reskill_reservoir_size", "reskill_create_every", "reskill_max_chars"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                fail(name, "must be a positive integer", "set it to 1 or more")
+        for name in ("reskill_min_test_steps", "reskill_min_test_episodes", "reskill_min_reservoir"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                fail(name, "must be a non-negative integer", "set it to 0 or more")
+        if not isinstance(self.reskill_creator_retries, int) or self.reskill_creator_retries < 0:
+            fail("reskill_creator_retries", "must be a non-negative integer", "use 2")
+        if not 0 <= self.reskill_p_clamp < 0.5:
+            fail("reskill_p_clamp", "must be in [0, 0.5)", "use 0.15 (ReSkill)")
+        if not 0 <= self.reskill_fire_rate <= 1:
+            fail("reskill_fire_rate", "must be in [0, 1]", "use 0.5 (ReSkill)")
+        if self.algo != "reskill":
+            return
+        if self.reskill_creator == "llm" and not (self.reskill_creator_endpoint or self.reskill_creator_model_path):
+            fail(
+                "reskill_creator",
+                "the llm creator needs reskill_creator_endpoint or reskill_creator_model_path",
+                "set one of them, or use reskill_creator='rule' (offline)",
+            )
+        if self.env_kwargs.get("skills", "guidance") not in ("guidance", "both"):
+            raise ConfigError(
+                f"TrainConfig.env_kwargs['skills']={self.env_kwargs['skills']!r}: ReSkill shows guidance skills "
+                "through the observation; set env_kwargs['skills'] to 'guidance' (or 'both')."
+            )
 
     @property
     def effective_reward_mode(self) -> str:
         """``reward_mode``, or the algorithm's default (computed at runtime)."""
-        return self.reward_mode or ("skill" if self.algo == "sage" else "outcome")
+        return self.reward_mode or ("skill" if self.algo == "sage" else "outcome")  # reskill: plain episode reward
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every field."""

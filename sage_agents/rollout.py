@@ -36,6 +36,8 @@ class Turn:
     """The env's reward for this step (1.0 when it completed the task)."""
     primitive_steps: int
     """Engine steps this turn took."""
+    observation: str = ""
+    """The env's observation text right after this action (the task's last one when the task ended)."""
 
 
 @dataclass
@@ -60,6 +62,8 @@ class ChainRollout:
     """(L,) task type of each position (known for played positions)."""
     library: list[dict[str, Any]] = field(default_factory=list)
     """``info["skill_library"]`` at the end of the chain."""
+    tasks: list[str] = field(default_factory=list)
+    """(L,) task description (``obs["task"]``) of each position (known for played positions)."""
 
     def turns_of(self, k: int) -> list[Turn]:
         """The turns of chain position k."""
@@ -87,6 +91,7 @@ def rollout_chains(
     greedy: bool = False,
     stop_on_no_action: bool = False,
     skill_library: Any = None,
+    skill_libraries: Sequence[Any] | None = None,
     max_turns: int = 10_000,
 ) -> list[ChainRollout]:
     """Play chain ``chains[i]`` in ``envs[i]`` for every i, batching the policy over the live envs.
@@ -99,6 +104,7 @@ def rollout_chains(
         greedy: act greedily (evaluation) instead of sampling.
         stop_on_no_action: end a chain at the first completion with no parseable action (SAGE's -1 rule).
         skill_library: a library passed to ``reset(options={"skill_library": ...})`` (None = the env's own).
+        skill_libraries: one library per env (overrides ``skill_library``; ReSkill's per-slot versions).
         max_turns: safety bound on turns per chain.
 
     Returns:
@@ -109,14 +115,15 @@ def rollout_chains(
     obs, infos, histories, live = [None] * n, [None] * n, [[] for _ in range(n)], list(range(n))
     for i, env in enumerate(envs):
         options = {"chain": int(chains[i])}
-        if skill_library is not None:
-            options["skill_library"] = skill_library
+        library = skill_libraries[i] if skill_libraries is not None else skill_library
+        if library is not None:
+            options["skill_library"] = library
         obs[i], infos[i] = env.reset(seed=seeds[i], options=options)
         length = int(infos[i]["chain_length"])
         ro = rollouts[i]
         ro.task_success, ro.played, ro.no_action = [False] * length, [False] * length, [False] * length
-        ro.task_types = [""] * length
-        ro.task_types[0] = str(infos[i].get("task_type", ""))
+        ro.task_types, ro.tasks = [""] * length, [""] * length
+        ro.task_types[0], ro.tasks[0] = str(infos[i].get("task_type", "")), str(obs[i].get("task", ""))
     for _ in range(max_turns):
         if not live:
             break
@@ -128,6 +135,8 @@ def rollout_chains(
             ro, before = rollouts[i], obs[i]
             new_obs, reward, terminated, truncated, info = envs[i].step(comp.action.text)
             k = int(info["task_index"])
+            if info.get("new_task") and k + 1 < len(ro.tasks):
+                ro.tasks[k + 1] = str(new_obs.get("task", ""))
             ro.played[k] = True
             ro.task_types[k] = str(info.get("task_type", ""))
             ro.turns.append(
@@ -142,6 +151,9 @@ def rollout_chains(
                     valid=bool(info.get("action_valid", True)),
                     reward=float(reward),
                     primitive_steps=int(info.get("primitive_steps", 0)),
+                    observation=str(info.get("previous_observation") or new_obs.get("observation", ""))
+                    if info.get("new_task")
+                    else str(new_obs.get("observation", "")),
                 )
             )
             ro.task_success[k] = ro.task_success[k] or bool(info.get("task_success", False))

@@ -12,7 +12,8 @@ Loop per step: (1) pick ``chains_per_step`` chains, (2) play each G times (seque
 (skill-integrated or outcome) and per-position advantages, (4) ``ppo_epochs`` passes of clipped policy
 gradient over every policy token with gradient accumulation, (5) log ``env/``, ``losses/``, ``charts/``
 metrics, (6) checkpoint atomically. ``accelerate launch`` runs it data-parallel (each process plays its own
-chains).
+chains). ``algo="reskill"`` adds ReSkill (:mod:`sage_agents.reskill`): step (2) gives each rollout slot a library
+version and, after (4), the controller tracks the versions' outcomes, decides tests and creates skills.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch
 
 from sage_agents.algos.grpo import policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
-from sage_agents.config import TrainConfig
+from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
 
@@ -45,10 +46,13 @@ def make_envs(config: TrainConfig, n: int) -> list[Any]:
     """``n`` envs of ``config.env_id`` (``import sage_envs`` registers the project's ids)."""
     import gymnasium as gym
 
+    kwargs = dict(config.env_kwargs)
     if config.env_id.startswith("SageChain-"):
         import sage_envs  # noqa: F401
 
-    return [gym.make(config.env_id, split=config.split, **config.env_kwargs) for _ in range(n)]
+        if config.algo == "reskill":
+            kwargs.setdefault("skills", "guidance")  # ReSkill's skills reach the policy through obs["skills"]
+    return [gym.make(config.env_id, split=config.split, **kwargs) for _ in range(n)]
 
 
 class Trainer:
@@ -119,6 +123,16 @@ class Trainer:
         self.last_rollouts: list[ChainRollout] = []
         self.out = Path(cfg.output_dir)
         self.ckpt_dir = self.out / "checkpoints"
+        self.reskill = None  # algo="reskill": per-slot library versions, skill creation (docs/reskill.md)
+        if cfg.algo == "reskill":
+            if self.world > 1:
+                raise ConfigError(
+                    f"algo='reskill' runs in one process (got {self.world}); its version test and skill creator "
+                    "are not synchronised across processes yet. Launch without accelerate's multi-process mode."
+                )
+            from sage_agents.reskill import ReSkill
+
+            self.reskill = ReSkill.from_config(cfg, output_dir=self.out if self.is_main else None, fresh=not cfg.resume)
         if cfg.resume:
             self.load_checkpoint()
         self._writer = None
@@ -160,8 +174,14 @@ class Trainer:
         base = (cfg.seed * 1_000_003 + self.step * 10_007 + self.rank * 101) % (2**31)
         seeds = [base + i for i in range(len(chains))]
         self.model.eval()
+        libraries = self.reskill.assign(len(chains)) if self.reskill is not None else None
         return rollout_chains(
-            self.envs, self.policy, chains, seeds, stop_on_no_action=cfg.no_action_penalty is not None
+            self.envs,
+            self.policy,
+            chains,
+            seeds,
+            stop_on_no_action=cfg.no_action_penalty is not None,
+            skill_libraries=libraries,
         )
 
     def build_rows(self, rollouts: Sequence[ChainRollout]) -> tuple[list[dict[str, Any]], dict[str, float]]:
@@ -297,6 +317,8 @@ class Trainer:
         t2 = time.perf_counter()
         self.last_rollouts = rollouts
         self.step += 1
+        if self.reskill is not None:
+            metrics.update(self.reskill.observe(rollouts, self.step))
         metrics.update(
             {
                 "charts/learning_rate": self.lr_at(self.step - 1),
@@ -398,6 +420,8 @@ class Trainer:
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
             summaries = [ro.library for ro in self.last_rollouts]
             (tmp / "skill_library.json").write_text(json.dumps(summaries, indent=2))
+            if self.reskill is not None:
+                self.reskill.save(tmp, self.step)
         acc.wait_for_everyone()
         if self.is_main:
             if final.exists():
@@ -445,6 +469,8 @@ class Trainer:
             if rng["cuda"] is not None and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(rng["cuda"])
             self.chain_rng.bit_generator.state = rng["chain_rng"]
+        if self.reskill is not None:
+            self.reskill.load(path, self.step)
         library_file = path / f"skill_libraries_{self.rank}.json"
         if library_file.exists():
             for env, state in zip(self.envs, json.loads(library_file.read_text()), strict=True):

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sage_envs.domain import SPLITS, Domain, TaskSpec
 from sage_envs.domains.alfworld.official import DATA_ENV_VAR, TASK_TYPES, official_tasks
 from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
 
+if TYPE_CHECKING:
+    from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+
 __all__ = ["SOURCES", "TASK_TYPES", "AlfworldDomain"]
 
 SOURCES = ("generated", "official")
-CACHE_ENV_VAR = "SAGE_CACHE_DIR"
-DEFAULT_CACHE_DIR = "~/.cache/sage_envs"
+GENERATED_TASKS_CHAIN_LENGTH = 2
+"""Chain length behind :meth:`AlfworldDomain.tasks` for generated games (SAGE's default chain length)."""
 
 
 class AlfworldDomain(Domain):
@@ -22,8 +25,8 @@ class AlfworldDomain(Domain):
     ``source="official"`` lists ALFWorld's own games under ``data_dir/json_2.1.1/<split>`` with ALFWorld's
     filters (:mod:`sage_envs.domains.alfworld.official`); chains group them by floor plan (one household).
     ``source="generated"`` delegates tasks, chains and game files to
-    :mod:`sage_envs.domains.alfworld.generator`, which builds seeded games from the scene layouts shipped in the
-    alfworld wheel and caches them under ``cache_dir``.
+    :mod:`sage_envs.domains.alfworld.generator`, which draws seeded chains in the scene layouts shipped in the
+    alfworld wheel and writes (and checks) a game the first time a task is loaded, cached under ``cache_dir``.
     """
 
     name = "alfworld"
@@ -40,7 +43,8 @@ class AlfworldDomain(Domain):
         Args:
             source: ``"generated"`` or ``"official"``.
             data_dir: the folder holding ``json_2.1.1/`` (official games); default ``$ALFWORLD_DATA``.
-            cache_dir: where generated games are written; default ``$SAGE_CACHE_DIR`` or ``~/.cache/sage_envs``.
+            cache_dir: where generated games are written; default ``$SAGE_CACHE_DIR``, else
+                ``~/.cache/sage_envs``.
             seed: the generator seed, which fixes the generated splits (unused for official games).
 
         Raises:
@@ -50,52 +54,58 @@ class AlfworldDomain(Domain):
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
         self.source = source
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
-        cache = cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV_VAR, DEFAULT_CACHE_DIR)
-        self.cache_dir = Path(cache).expanduser()
+        self.cache_dir = cache_dir  # None: the generator's default
         self.seed = seed
         self._tasks: dict[str, list[TaskSpec]] = {}
 
     def tasks(self, split: str) -> list[TaskSpec]:
         """All tasks of ``split`` in a fixed order (read once, then cached).
 
+        Generated games are drawn chain by chain, so their list depends on the chain length: this lists the
+        tasks of the default 2-task chains; :meth:`chains` is what the chain env plays.
+
         Raises:
             InvalidConfigError: for a split outside ``train`` / ``valid_seen`` / ``valid_unseen``.
             DataNotFoundError: official source, when ``data_dir`` is unset or lacks the split's folder.
         """
-        if split not in SPLITS:
-            raise InvalidConfigError(f"split={split!r} is not one of {SPLITS}.{suggest(split, SPLITS)}")
+        _check_split(split)
         if split not in self._tasks:
             if self.source == "official":
                 self._tasks[split] = official_tasks(self._official_data_dir(), split)
             else:
-                self._tasks[split] = list(self._generator().generated_tasks(split, self.seed))
+                generator = self._generator()
+                self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.seed)
         return list(self._tasks[split])
 
-    def load(self, task: TaskSpec):
+    def load(self, task: TaskSpec) -> AlfworldGame:
         """Build the playable :class:`~sage_envs.domains.alfworld.textworld_engine.AlfworldGame` of ``task``.
 
-        Official tasks (and generated ones already on disk) carry ``extra["game_path"]``; otherwise the
-        generator writes the game first, from the ``split`` and ``index`` it put in ``extra``.
+        An official task names its game folder in ``extra["game_path"]``; a generated task's game is written
+        (and checked) by the generator on first use, then read from its cache.
+
+        Raises:
+            DataNotFoundError: an official task whose game folder is gone.
         """
+        # Imported on first use: listing tasks and chains needs no engine (TextWorld takes ~1 s to import).
         from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
 
-        game_path = task.extra.get("game_path")
-        if game_path is None or not Path(game_path).exists():
-            if self.source == "official":
-                raise DataNotFoundError(f"task {task.task_id!r}: no game at {game_path!r}.")
-            split, index = task.extra["split"], int(task.extra["index"])
-            game_path = self._generator().generate_game(split, index, self.seed, self.cache_dir)
-        return AlfworldGame(game_path)
+        if self.source == "official":
+            return AlfworldGame(task.extra["game_path"])
+        return AlfworldGame(self._generator().generate_game(task, self.cache_dir))
 
     def chains(self, split: str, chain_length: int) -> list[tuple[TaskSpec, ...]]:
         """Chains of tasks from one household.
 
-        Official games: the base class grouping by floor plan (``scenario``), in listing order. Generated games:
-        the generator's own chains.
+        Official games: the base class grouping by floor plan (``scenario``), in listing order. Generated
+        games: the generator's chains ``0 .. NUM_CHAINS[split] - 1`` (each drawn in one household).
         """
         if self.source == "official":
             return super().chains(split, chain_length)
-        return list(self._generator().generated_chains(split, self.seed, chain_length))
+        _check_split(split)
+        generator = self._generator()
+        return [
+            generator.chain_tasks(split, index, chain_length, self.seed) for index in range(generator.NUM_CHAINS[split])
+        ]
 
     def _official_data_dir(self) -> str | os.PathLike[str]:
         if self.data_dir is None:
@@ -111,3 +121,8 @@ class AlfworldDomain(Domain):
         from sage_envs.domains.alfworld import generator
 
         return generator
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise InvalidConfigError(f"split={split!r} is not one of {SPLITS}.{suggest(split, SPLITS)}")

@@ -1,11 +1,11 @@
-"""The official ALFWorld games (``$ALFWORLD_DATA/json_2.1.1/<split>/<task-dir>/<trial>/``), filtered as ALFWorld does.
+"""The official ALFWorld games (``json_2.1.1/<split>/<task-dir>/<trial>/``), filtered as ALFWorld does.
 
-ALFWorld's loader (``AlfredTWEnv.collect_game_files``) keeps a game folder when it holds ``traj_data.json``, its
-path has neither "movable" nor "Sliced", its ``task_type`` is one of the six task types, ``game.tw-pddl`` exists
-and the game file says ``"solvable": true``. :func:`official_games` applies the same rules, with two
-deliberate differences: the path test looks only below the split folder (ALFWorld's looks at the whole path, so
-a data folder named e.g. ``/data/movable`` would hide every game), and the result is sorted (ALFWorld keeps
-``os.walk`` order, which depends on the file system).
+ALFWorld's loader (``AlfredTWEnv.collect_game_files``) keeps a game folder when it holds ``traj_data.json``,
+its path has neither "movable" nor "Sliced", its ``task_type`` is one of the six task types, ``game.tw-pddl``
+exists and the game file says ``"solvable": true``. :func:`official_games` applies the same rules, with two
+deliberate differences: the path test looks only below the split folder (ALFWorld's looks at the whole path,
+so a data folder named e.g. ``/data/movable`` would hide every game), and the result is sorted (ALFWorld
+keeps ``os.walk`` order, which depends on the file system).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def split_dir(data_dir: str | os.PathLike[str], split: str) -> Path:
     if not folder.is_dir():
         raise DataNotFoundError(
             f"ALFWorld split {split!r} not found: expected the folder {folder}. Set ${DATA_ENV_VAR} (or pass "
-            f"data_dir=) to the folder that holds {DATA_FOLDER}/, e.g. `export {DATA_ENV_VAR}=~/.cache/alfworld` "
-            "after running `alfworld-download` once."
+            f"data_dir=) to the folder that holds {DATA_FOLDER}/, e.g. "
+            f"`export {DATA_ENV_VAR}=~/.cache/alfworld` after running `alfworld-download` once."
         )
     return folder
 

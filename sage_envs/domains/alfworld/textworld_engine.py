@@ -41,8 +41,8 @@ def _keep_argv() -> Iterator[None]:
         sys.argv = argv
 
 
-# Each TextWorld PDDL engine loads a private 34 MB copy of fast-downward's library, and unloading one (dlclose)
-# crashes the interpreter at exit. So engines are never unloaded: closed games park theirs here for reuse.
+# Each TextWorld PDDL engine loads a private 34 MB copy of fast-downward's library, and unloading one
+# (dlclose) crashes the interpreter at exit. So engines are never unloaded: closed games park theirs here.
 _IDLE_ENGINES: list[textworld.core.Environment] = []
 _POOL_LOCK = threading.Lock()
 
@@ -88,6 +88,12 @@ def task_sentence(text: str) -> str:
     """
     match = _TASK_RE.search(text)
     return match.group(1).strip().rstrip(".") if match else ""
+
+
+def opening_receptacles(opening: str) -> list[str]:
+    """The receptacles of an opening text's "Looking quickly around you, you see ..." line, in order."""
+    match = _ROOM_RE.search(opening)
+    return split_listing(match.group(1)) if match else []
 
 
 def split_listing(text: str) -> list[str]:
@@ -136,16 +142,14 @@ class AlfworldGame(TaskGame):
                 self._env = _acquire_engine(self.game_file)
             self._state = self._env.reset()
         self._plan = None
-        opening = self._state.feedback
-        match = _ROOM_RE.search(opening)
-        self._receptacles = split_listing(match.group(1)) if match else []
-        return opening
+        self._receptacles = opening_receptacles(self._state.feedback)
+        return self._state.feedback
 
     def step(self, command: str) -> StepResult:
         """Apply one command; one the engine does not accept gives "Nothing happens."."""
         env = self._running()
-        # The engine is deterministic: after the plan's first command, or after a command that changes nothing,
-        # the rest of the cached plan is still an optimal plan and expert_plan() need not call the planner.
+        # The engine is deterministic: after the plan's first command, or a command that changes nothing, the
+        # rest of the cached plan is still an optimal plan and expert_plan() need not call the planner again.
         if self._plan and command.strip() == self._plan[0]:
             self._plan = self._plan[1:]
         elif command.strip() in self._state["admissible_commands"]:
@@ -162,9 +166,9 @@ class AlfworldGame(TaskGame):
     def entities(self) -> Mapping[str, Sequence[str]]:
         """What a skill program may iterate over: ``receptacles``, ``objects`` and ``inventory``.
 
-        ``receptacles`` are those the opening text lists, in its order; ``objects`` are the objects that can be
-        taken here and now (from the admissible ``take X from Y`` commands, in their order); ``inventory`` is
-        what the agent holds.
+        ``receptacles`` are those the opening text lists, in its order; ``objects`` are the objects that can
+        be taken here and now (from the admissible ``take X from Y`` commands, in their order); ``inventory``
+        is what the agent holds.
         """
         self._running()
         objects = []

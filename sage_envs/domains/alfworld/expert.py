@@ -1,0 +1,472 @@
+"""An observation-only scripted ALFWorld agent: the upper-bound baseline and the source of SFT chains.
+
+:class:`AlfworldExpert` sees only what any agent sees (the opening text, the feedback of its own actions, the
+admissible commands, the task sentence) plus public domain knowledge: which receptacle types can hold which
+object types (``alfworld.gen.constants``). It never reads the engine state; the privileged reference
+walkthrough is :meth:`~sage_envs.domains.alfworld.textworld_engine.AlfworldGame.expert_plan` instead.
+
+With ``use_skills=True`` it plays as SAGE intends: the first time a routine is needed in a chain it sends a
+skill definition followed by a call, and later tasks call the stored skill (one turn instead of many). Every
+skill is parameterised by object and place, so the tasks of one household reuse each other's skills.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from alfworld.gen import constants
+
+from sage_envs.domains.alfworld.textworld_engine import opening_receptacles, split_listing
+
+TASK_PATTERNS = (
+    (r"put two (?P<obj>.+) in (?P<place>.+)", "pick_two_obj_and_place"),
+    (r"find two (?P<obj>.+) and put them in (?P<place>.+)", "pick_two_obj_and_place"),
+    (r"look at (?P<obj>.+) under the (?P<lamp>.+)", "look_at_obj_in_light"),
+    (r"examine the (?P<obj>.+) with the (?P<lamp>.+)", "look_at_obj_in_light"),
+    (r"put a (?P<state>clean|hot|cool) (?P<obj>.+) in (?P<place>.+)", ""),
+    (r"(?P<action>clean|heat|cool) some (?P<obj>.+) and put it in (?P<place>.+)", ""),
+    (r"put (?:a|some) (?P<obj>.+) (?:in|on) (?P<place>.+)", "pick_and_place_simple"),
+)
+"""The task templates of ``alfworld.gen.goal_library`` for the six types (``""``: decided by the action)."""
+
+ACTION_TASK_TYPES = {
+    "clean": "pick_clean_then_place_in_recep",
+    "heat": "pick_heat_then_place_in_recep",
+    "cool": "pick_cool_then_place_in_recep",
+}
+_STATE_TO_ACTION = {"clean": "clean", "hot": "heat", "cool": "cool"}
+# Appliances by action, in order of preference (a bathroom without a sink basin cleans in the bathtub basin).
+APPLIANCES = {"clean": ("sinkbasin", "bathtubbasin"), "heat": ("microwave",), "cool": ("fridge",)}
+
+# Public ALFRED rules: receptacle types (lowercase) that can hold each object type (lowercase).
+HOLDERS: dict[str, frozenset[str]] = {}
+for _recep, _objects in constants.VAL_RECEPTACLE_OBJECTS.items():
+    for _obj in _objects:
+        HOLDERS[_obj.lower()] = HOLDERS.get(_obj.lower(), frozenset()) | {_recep.lower()}
+# Lamps cannot be picked up, so ALFRED's placement table leaves them out; desk lamps stand on these.
+HOLDERS["desklamp"] = frozenset({"desk", "sidetable", "dresser", "shelf"})
+OPENABLE = frozenset(name.lower() for name in constants.OPENABLE_CLASS_LIST)
+
+NOTHING = "Nothing happens."
+# One receptacle's contents; a skill trace may add lines after it (e.g. "Skill error: ..."), hence MULTILINE.
+_SEE_RE = re.compile(
+    r"(?:On the (?P<on>.+?), you see|The (?P<in>.+?) is open\. In it, you see) (?P<items>.*?)\.?$", re.MULTILINE
+)
+_CLOSED_RE = re.compile(r"The (?P<recep>.+?) is closed\.")
+
+SKILLS = {
+    "find_and_take": """skill find_and_take(obj, where):
+    # visit each receptacle named or typed `where`, open it if closed, and pick up the first obj found there
+    # ("go to" does nothing when the agent already stands there: then examine shows the receptacle)
+    for r in receptacles:
+        if " {where} " in " {r} ":
+            go to {r}
+            if "Nothing happens" in observation:
+                examine {r}
+            if "closed" in observation:
+                open {r}
+            for o in objects:
+                if " {obj} " in " {o} ":
+                    take {o} from {r}
+                    if "Nothing happens" not in observation:
+                        return""",
+    "place_in": """skill place_in(obj, place):
+    # carry the held obj to place, open place if closed, and put obj there
+    go to {place}
+    if "Nothing happens" in observation:
+        examine {place}
+    if "closed" in observation:
+        open {place}
+    PUT""",
+    "heat_then_place": """skill heat_then_place(obj, microwave, place):
+    # heat the held obj with the microwave, then put it in/on place
+    go to {microwave}
+    heat {obj} with {microwave}
+    go to {place}
+    if "Nothing happens" in observation:
+        examine {place}
+    if "closed" in observation:
+        open {place}
+    PUT""",
+    "cool_then_place": """skill cool_then_place(obj, fridge, place):
+    # cool the held obj with the fridge, then put it in/on place
+    go to {fridge}
+    cool {obj} with {fridge}
+    go to {place}
+    if "Nothing happens" in observation:
+        examine {place}
+    if "closed" in observation:
+        open {place}
+    PUT""",
+    "clean_then_place": """skill clean_then_place(obj, sink, place):
+    # clean the held obj with the sink, then put it in/on place
+    go to {sink}
+    clean {obj} with {sink}
+    go to {place}
+    if "Nothing happens" in observation:
+        examine {place}
+    if "closed" in observation:
+        open {place}
+    PUT""",
+    "use_lamp": """skill use_lamp(lamp, where):
+    # switch on the lamp if it is here, else visit each receptacle named or typed `where` until it is there
+    use {lamp}
+    if "Nothing happens" not in observation:
+        return
+    for r in receptacles:
+        if " {where} " in " {r} ":
+            go to {r}
+            if "Nothing happens" in observation:
+                examine {r}
+            if "{lamp}" in observation:
+                use {lamp}
+                return""",
+}
+"""The expert's skill programs; ``PUT`` becomes the game's put command, with the other form as fallback."""
+_PUT_FORMS = {"put": "put {obj} in/on {place}", "move": "move {obj} to {place}"}
+
+
+@dataclass(frozen=True)
+class TaskGoal:
+    """What a task sentence asks for."""
+
+    task_type: str
+    """One of the six ALFWorld task types."""
+    obj: str
+    """Object type, e.g. ``apple``."""
+    place: str = ""
+    """Goal receptacle type, e.g. ``countertop`` ("" for look tasks)."""
+    lamp: str = ""
+    """Light source type for look tasks, e.g. ``desklamp``."""
+    action: str = ""
+    """``clean`` / ``heat`` / ``cool`` for the three transform tasks."""
+
+    @property
+    def count(self) -> int:
+        """How many objects must end in the goal receptacle."""
+        return 2 if self.task_type == "pick_two_obj_and_place" else 1
+
+
+def parse_task(sentence: str) -> TaskGoal | None:
+    """Parse an ALFWorld task sentence (any of the goal-library templates); None when it matches none."""
+    sentence = sentence.strip().rstrip(".").lower()
+    if sentence.startswith("your task is to:"):
+        sentence = sentence.split(":", 1)[1].strip()
+    for pattern, task_type in TASK_PATTERNS:
+        match = re.fullmatch(pattern, sentence)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        action = groups.get("action") or _STATE_TO_ACTION.get(groups.get("state") or "", "")
+        return TaskGoal(
+            task_type=task_type or ACTION_TASK_TYPES[action],
+            obj=groups["obj"],
+            place=groups.get("place") or "",
+            lamp=groups.get("lamp") or "",
+            action=action,
+        )
+    return None
+
+
+def kind_of(name: str) -> str:
+    """The type of an entity name: ``cabinet 10`` -> ``cabinet``."""
+    head, _, tail = name.rpartition(" ")
+    return head if tail.isdigit() else name
+
+
+@dataclass
+class _World:
+    """What the agent has observed in the current task."""
+
+    receptacles: list[str] = field(default_factory=list)
+    contents: dict[str, list[str]] = field(default_factory=dict)  # receptacle -> objects last seen in it
+    closed: set[str] = field(default_factory=set)
+    location: str = ""
+    holding: str = ""
+    treated: bool = False
+    placed: list[str] = field(default_factory=list)  # objects put in the goal receptacle
+
+    def observe(self, command: str, feedback: str) -> None:
+        """Update from one executed command and the engine's answer to it."""
+        verb = command.split(" ", 1)[0]
+        if feedback.strip() == NOTHING:
+            # "go to X" fails only when the agent already stands where X is (receptacles share spots).
+            if verb == "go":
+                self.location = command[len("go to ") :]
+            return
+        if verb == "go" and feedback.startswith("You arrive at"):
+            self.location = command[len("go to ") :]
+        elif verb == "take":
+            self.holding = command[len("take ") :].split(" from ", 1)[0]
+            for objects in self.contents.values():
+                if self.holding in objects:
+                    objects.remove(self.holding)
+        elif verb in ("put", "move") and self.holding:
+            self.contents.setdefault(self.location, []).append(self.holding)
+            self.placed.append(self.holding)
+            self.holding = ""
+        elif verb in APPLIANCES:
+            self.treated = True
+        closed = _CLOSED_RE.search(feedback)
+        if closed:
+            self.closed.add(closed["recep"])
+        seen = _SEE_RE.search(feedback)
+        if seen:
+            recep = seen["on"] or seen["in"]
+            self.closed.discard(recep)
+            self.contents[recep] = split_listing(seen["items"])
+
+    def where_is(self, kind: str, exclude: Sequence[str] = ()) -> tuple[str, str]:
+        """(object, receptacle) of a seen object of type ``kind`` outside ``exclude``; ("", "") if none."""
+        for recep in self.receptacles:
+            if recep in exclude:
+                continue
+            for obj in self.contents.get(recep, []):
+                if kind_of(obj) == kind:
+                    return obj, recep
+        return "", ""
+
+
+class AlfworldExpert:
+    """A scripted ALFWorld agent that acts only on what it observes, with or without program skills.
+
+    Protocol (as for every agent of the project): :meth:`reset` at each chain start, then :meth:`act` with
+    the chain env's observation dict (``observation``, ``task``, ``skills``) and ``info``
+    (``admissible_commands``, ``new_task``, ``skill_library``, ``action_valid``, ``message``) returns the
+    next action text.
+
+    Strategy: parse the task sentence; search receptacles that can hold the object first (non-openable before
+    openable, then the rest), open closed ones, take the object; use the sink basin / microwave / fridge or
+    the desk lamp; go to the goal receptacle and put the object there with the put command the game admits.
+    With skills, the same plan is sent as calls of :data:`SKILLS` (defined on first use in the chain).
+    Whenever a skill cannot be used (skills disabled, a failing call), it carries on with plain commands.
+    """
+
+    def __init__(self, use_skills: bool = True) -> None:
+        """Create the agent.
+
+        Args:
+            use_skills: send skill definitions and calls (SAGE); False sends plain commands only, as the chain
+                env requires with ``skills="none"``.
+        """
+        self.use_skills = use_skills
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous chain (called at each chain start)."""
+        self._skills_off = not self.use_skills
+        self._put_form = ""  # "put" or "move", once an admissible command shows the game's form
+        self._broken: set[str] = set()  # skills that failed to define or run in this chain
+        self._start_task("", "")
+
+    def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
+        """Return the next action for the chain env's ``observation`` and ``info``."""
+        text = observation["observation"]
+        if info.get("new_task", False) or observation["task"] != self._task:
+            self._start_task(observation["task"], text)
+        elif self._last_action.startswith(("skill ", "call ")):
+            self._after_skill_turn(text, info)
+        else:
+            self._world.observe(self._last_action, text)
+        admissible = list(info.get("admissible_commands", []))
+        self._learn_put_form(admissible)
+        action = self._skill_action(info) if not self._skills_off else None
+        self._last_action = action or self._command(admissible)
+        return self._last_action
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _start_task(self, task: str, opening: str) -> None:
+        self._task = task
+        self._goal = parse_task(task) if task else None
+        self._world = _World()
+        self._world.receptacles = opening_receptacles(opening)
+        self._target = ""
+        self._tried: set[tuple[str, ...]] = set()  # skill calls already sent in this task
+        self._last_action = ""
+
+    def _after_skill_turn(self, text: str, info: Mapping[str, Any]) -> None:
+        """Replay a skill turn's trace (``> command`` lines, each followed by its feedback) into the world."""
+        command, feedback = "", []
+        for line in text.splitlines() + ["> "]:
+            if line.startswith("> "):
+                if command:
+                    self._world.observe(command, "\n".join(feedback))
+                command, feedback = line[2:], []
+            elif command:
+                feedback.append(line)
+        if not info.get("action_valid", True):
+            message = str(info.get("message", ""))
+            if "disabled" in message:
+                self._skills_off = True
+            else:
+                self._broken.add(self._skill_name(self._last_action))
+
+    def _learn_put_form(self, admissible: Sequence[str]) -> None:
+        for command in admissible:
+            if command.startswith("move ") and " to " in command:
+                self._put_form = "move"
+            elif command.startswith("put ") and " in/on " in command:
+                self._put_form = "put"
+
+    @staticmethod
+    def _skill_name(action: str) -> str:
+        return re.split(r"[\s(]", action.split(None, 1)[1], maxsplit=1)[0] if " " in action else ""
+
+    # ------------------------------------------------------------------ planning
+    def _search_order(self, kind: str, exclude: Sequence[str]) -> list[str]:
+        """Receptacles not yet searched, best first: those able to hold ``kind``, non-openable ones first."""
+        goal, world = self._goal, self._world
+        holders = HOLDERS.get(kind, frozenset())
+
+        # A pick-and-place object never starts in a goal-type receptacle (the task would be won already).
+        shunned = goal.place if goal.task_type in ("pick_and_place_simple", "pick_two_obj_and_place") else ""
+
+        def rank(index_recep: tuple[int, str]) -> tuple[int, bool, int]:
+            index, recep = index_recep
+            rtype = kind_of(recep)
+            return rtype not in holders or rtype == shunned, rtype in OPENABLE, index
+
+        pending = [(i, r) for i, r in enumerate(world.receptacles) if r not in world.contents and r not in exclude]
+        return [recep for _, recep in sorted(pending, key=rank)]
+
+    def _appliance(self) -> str:
+        for kind in APPLIANCES.get(self._goal.action, ()):
+            for recep in self._world.receptacles:
+                if kind_of(recep) == kind:
+                    return recep
+        return ""
+
+    def _goal_receptacle(self) -> str:
+        if not self._target:
+            candidates = [r for r in self._world.receptacles if kind_of(r) == self._goal.place]
+            self._target = candidates[0] if candidates else ""
+        return self._target
+
+    def _avoid(self) -> list[str]:
+        """Receptacles the search must skip: for two objects, the goal receptacle already holding one."""
+        return [self._target] if self._goal.count > 1 and self._world.placed else []
+
+    def _stage(self) -> str:
+        """What to do next: ``find``, ``treat``, ``place`` or ``lamp``."""
+        goal, world = self._goal, self._world
+        if not world.holding or kind_of(world.holding) != goal.obj:
+            return "find"
+        if goal.task_type == "look_at_obj_in_light":
+            return "lamp"
+        if goal.action and not world.treated:
+            return "treat"
+        return "place"
+
+    # ------------------------------------------------------------------ plain commands
+    def _command(self, admissible: Sequence[str]) -> str:
+        command = self._plain_command(admissible)
+        # "go to X" is missing from the admissible list only when the agent already stands where X is.
+        if command.startswith("go to ") and admissible and command not in admissible:
+            self._world.location = command[len("go to ") :]
+            command = self._plain_command(admissible)
+        return command
+
+    def _plain_command(self, admissible: Sequence[str]) -> str:
+        goal, world = self._goal, self._world
+        if goal is None:
+            return "look"
+        stage = self._stage()
+        if stage == "find":
+            obj, recep = world.where_is(goal.obj, self._avoid())
+            if not recep:
+                return self._search_command(goal.obj, self._avoid())
+            return f"take {obj} from {recep}" if world.location == recep else f"go to {recep}"
+        if stage == "lamp":
+            lamp, recep = world.where_is(goal.lamp)
+            if not recep:
+                return self._search_command(goal.lamp, ())
+            return f"use {lamp}" if world.location == recep else f"go to {recep}"
+        if stage == "treat":
+            tool = self._appliance()
+            if not tool:
+                return "look"
+            if world.location != tool:
+                return f"go to {tool}"
+            return f"{goal.action} {world.holding} with {tool}"
+        place = self._goal_receptacle()
+        if world.location != place:
+            return f"go to {place}"
+        if place in world.closed:
+            return f"open {place}"
+        if place not in world.contents:  # reached without a look at it (it shares the spot we came from)
+            return f"examine {place}"
+        for command in admissible:
+            verb = command.split(" ", 1)[0]
+            if verb in _PUT_FORMS and command.endswith(" " + place) and f" {world.holding} " in command:
+                return command
+        return _PUT_FORMS[self._put_form or "move"].format(obj=world.holding, place=place)
+
+    def _search_command(self, kind: str, exclude: Sequence[str]) -> str:
+        """Next search command for an object of type ``kind``: open the closed receptacle here, or move on."""
+        world = self._world
+        here = world.location
+        if here and here not in world.contents and here not in exclude:
+            return f"open {here}" if here in world.closed else f"examine {here}"
+        order = self._search_order(kind, exclude)
+        return f"go to {order[0]}" if order else "look"
+
+    # ------------------------------------------------------------------ skills
+    def _skill_action(self, info: Mapping[str, Any]) -> str | None:
+        """The skill call (with its definition on first use) for the current stage, or None for a command."""
+        goal, world = self._goal, self._world
+        if goal is None:
+            return None
+        stage = self._stage()
+        if stage == "find":
+            exclude = self._avoid()
+            _, recep = world.where_is(goal.obj, exclude)
+            where = recep or self._next_kind(goal.obj, exclude)
+            # A type-wide search would also visit the goal receptacle that already holds the first object.
+            if not where or (exclude and where == goal.place):
+                return None
+            name, args = "find_and_take", (goal.obj, where)
+        elif stage == "lamp":
+            lamp, recep = world.where_is(goal.lamp)
+            where = recep or self._next_kind(goal.lamp, ())
+            if not where:
+                return None
+            name, args = "use_lamp", (lamp or f"{goal.lamp} 1", where)
+        elif stage == "treat":
+            tool, place = self._appliance(), self._goal_receptacle()
+            if not tool or not place:
+                return None
+            name, args = f"{goal.action}_then_place", (world.holding, tool, place)
+        else:
+            place = self._goal_receptacle()
+            if not place:
+                return None
+            name, args = "place_in", (world.holding, place)
+        # The same call from the same situation would do the same again: then plain commands take over.
+        attempt = (name, *args, world.holding, str(len(world.placed)), str(world.treated))
+        if name in self._broken or attempt in self._tried:
+            return None
+        self._tried.add(attempt)
+        call = f"call {name}({', '.join(args)})"
+        library = {entry.get("name") for entry in info.get("skill_library", [])}
+        if name in library:
+            return call
+        return f"{self._definition(name)}\n{call}"
+
+    def _next_kind(self, kind: str, exclude: Sequence[str]) -> str:
+        """The receptacle (if only one is left of its type) or type to search next for ``kind``."""
+        order = self._search_order(kind, exclude)
+        if not order:
+            return ""
+        rtype = kind_of(order[0])
+        same = [r for r in order if kind_of(r) == rtype]
+        return same[0] if len(same) == 1 else rtype
+
+    def _definition(self, name: str) -> str:
+        """The definition text; the put line uses the game's form first and the other form as fallback."""
+        first = self._put_form or "move"
+        second = "move" if first == "put" else "put"
+        put = f'{_PUT_FORMS[first]}\n    if "Nothing happens" in observation:\n        {_PUT_FORMS[second]}'
+        return SKILLS[name].replace("PUT", put)

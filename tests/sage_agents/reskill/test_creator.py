@@ -1,0 +1,291 @@
+"""The skill creator: verification, the rule backend, and the LLM backend (scripted, fake HTTP server, local HF)."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from sage_agents.reskill.assertions import Assertion, pass_rates
+from sage_agents.reskill.creator import RuleCreator, fire_rate, make_creator, skill_text, verify_skill
+from sage_agents.reskill.llm import LLMCreator, extract_json, hf_generate, openai_generate
+from sage_agents.reskill.registry import Bundle, VersionRegistry
+from sage_envs import Skill, SkillLibrary
+from tests.sage_agents.reskill.test_assertions import ep, make_heat_reservoir
+
+
+def g(name, text="tip", trigger="general", pattern="", provenance=None):
+    return Skill(name=name, kind="guidance", text=text, trigger=trigger, pattern=pattern, provenance=provenance or {})
+
+
+# ---------------------------------------------------------------------------------------------- VERIFY
+def test_fire_rate_and_verification():
+    episodes = [ep(["take a", "heat a"]), ep(["heat a", "take a"]), ep(["look"]), ep(["take b", "take c"])]
+    assert fire_rate(g("x"), episodes) == fire_rate(g("x", trigger="beginning"), episodes) == 1.0
+    # shown on the turn after a matching action: a final "take" never gets the skill shown
+    assert fire_rate(g("x", trigger="action_pattern", pattern="^take"), episodes) == 0.5
+    assert verify_skill(g("x", trigger="action_pattern", pattern="^take"), episodes) is None
+    problem = verify_skill(g("x", trigger="action_pattern", pattern="^heat"), episodes)
+    assert "fires in 25% of recent episodes (need 50%)" in problem
+    assert "limit 500" in verify_skill(g("x", text="y" * 501), episodes)
+    assert verify_skill(g("x", trigger="action_pattern", pattern="^heat"), episodes, min_fire_rate=0.25) is None
+    assert skill_text("w", "a", "e") == "## When to Use\nw\n## Action\na\n## Examples\ne"
+
+
+# ---------------------------------------------------------------------------------------------- RULE
+def test_rule_creator_adds_a_verified_skill_for_the_strongest_contrast():
+    episodes = make_heat_reservoir()
+    creator = RuleCreator()
+    bundle = creator.create(episodes, VersionRegistry(), step=4)
+    assert isinstance(bundle, Bundle) and bundle.creator == "rule" and creator.last_error == ""
+    [op] = bundle.operations
+    assert op.op == "add" and op.skill.kind == "guidance"
+    assert verify_skill(op.skill, episodes) is None and len(op.skill.text) <= 500
+    assert "## When to Use" in op.skill.text and "## Action" in op.skill.text
+    assertion = Assertion.from_dict(json.loads(op.skill.provenance["assertion"]))
+    assert pass_rates(assertion, episodes).contrast >= 0.9
+    assert bundle.evidence["assertions"] and bundle.diagnosis.startswith("add ")
+
+
+def test_rule_creator_prefers_a_conditional_trigger():
+    episodes = make_heat_reservoir()
+    creator = RuleCreator()
+    rates = pass_rates(Assertion("action_exists", {"pattern": r"^heat\b"}), episodes)
+    skill, problems = creator.author(rates, episodes)
+    assert skill.name == "use_heat" and skill.trigger == "action_pattern" and skill.pattern == r"^take\b"
+    assert problems == []
+    creator.min_fire_rate = 0.9  # "take" is followed by another action in 10 of 13 episodes: falls back
+    skill, problems = creator.author(rates, episodes)
+    assert skill.trigger == "beginning" and "fires in 77%" in problems[0]
+
+
+def test_rule_creator_prunes_a_skill_whose_assertion_no_longer_separates_outcomes():
+    episodes = [ep(["look", "take x"], i % 2 == 0) for i in range(10)]  # "look" in every episode
+    assertion = json.dumps(Assertion("action_exists", {"pattern": r"^look\b"}).to_dict())
+    registry = VersionRegistry(SkillLibrary([g("use_look", provenance={"assertion": assertion})]))
+    bundle = RuleCreator().create(episodes, registry, step=9)
+    assert [(op.op, op.name) for op in bundle.operations] == [("delete", "use_look")]
+    assert "no longer separates" in bundle.operations[0].reason
+
+
+def test_rule_creator_makes_room_when_the_library_is_full_and_modifies_covered_skills():
+    episodes = make_heat_reservoir()
+    top = RuleCreator().create(episodes, VersionRegistry(), 0).operations[0].skill
+    weak = json.dumps(Assertion("action_exists", {"pattern": r"^go\ to\b"}).to_dict())
+    narrowed = g(top.name, trigger="action_pattern", pattern=r"^take\b", provenance=dict(top.provenance))
+    registry = VersionRegistry(SkillLibrary([narrowed, g("use_go_to", provenance={"assertion": weak})]), max_active=2)
+    ops = {(op.op, op.name): op for op in RuleCreator().create(episodes, registry, 5).operations}
+    assert ("delete", "use_go_to") in ops  # pruned (no contrast) which also makes room
+    assert any(op == "add" for op, _ in ops)
+    modified = ops.get(("modify", top.name))
+    assert modified is not None and modified.skill.trigger == "general"
+    version = registry.propose(Bundle(list(ops.values())), 5)
+    assert len(version.library.guidance(status=None)) <= 2
+
+
+def test_rule_creator_respects_exclusions_and_gives_up_without_contrast():
+    episodes = make_heat_reservoir()
+    creator = RuleCreator()
+    first = creator.create(episodes, VersionRegistry(), 0).operations[0].skill
+    excluded = Assertion.from_dict(json.loads(first.provenance["assertion"])).id
+    second = creator.create(episodes, VersionRegistry(), 0, exclude=[excluded]).operations[0].skill
+    assert second.provenance["assertion"] != first.provenance["assertion"]
+    assert creator.create([ep(["look"]) for _ in range(9)], VersionRegistry(), 0) is None
+    assert creator.last_error.startswith("no discriminative assertion")
+
+
+# ---------------------------------------------------------------------------------------------- LLM (scripted)
+DIAGNOSIS = {
+    "diagnosis": "Failures put the egg down cold.",
+    "assertions": [
+        {"check": "action_before", "params": {"first": "^heat", "second": "^put"}, "description": "heat first"}
+    ],
+}
+RECOMMEND = {"operations": [{"op": "add", "name": "heat_before_put", "intent": "heat before placing"}]}
+AUTHOR = {
+    "skills": [
+        {
+            "name": "heat_before_put",
+            "description": "Heat the object before placing it.",
+            "when_to_use": "After you take the object.",
+            "action": "Go to the microwave and heat it before you put it anywhere.",
+            "example": "heat egg 1 with microwave 1",
+            "trigger": "action_pattern",
+            "pattern": "^take",
+        }
+    ]
+}
+REPLIES = {"diagnose": DIAGNOSIS, "recommend": RECOMMEND, "author": AUTHOR}
+
+
+class Scripted:
+    """A fake generate(prompt): answers by stage; ``bad`` leading replies per stage are garbage."""
+
+    def __init__(self, bad=0, replies=None):
+        self.bad, self.replies, self.prompts = bad, replies or REPLIES, []
+        self.count = {}
+
+    def __call__(self, prompt):
+        self.prompts.append(prompt)
+        stage = next(s for s in ("diagnose", "recommend", "author") if f"STAGE: {s}" in prompt)
+        self.count[stage] = self.count.get(stage, 0) + 1
+        if self.count[stage] <= self.bad:
+            return "Sure! Here is my answer: {operations: [add heat]}"  # not JSON
+        reply = self.replies[stage]
+        return reply(self.count[stage]) if callable(reply) else "```json\n" + json.dumps(reply) + "\n```"
+
+
+def test_llm_creator_runs_the_three_stages():
+    generate = Scripted()
+    creator = LLMCreator(generate)
+    bundle = creator.create(make_heat_reservoir(), VersionRegistry(), step=2)
+    [op] = bundle.operations
+    assert (op.op, op.name, op.skill.trigger, op.skill.pattern) == ("add", "heat_before_put", "action_pattern", "^take")
+    assert op.skill.text.startswith("## When to Use\nAfter you take") and bundle.creator == "llm"
+    assert bundle.diagnosis == "Failures put the egg down cold." and creator.calls == 3
+    assert any(a.check == "action_before" and a.params["first"] == "^heat" for a in creator.engine.assertions)
+    assert "pass rate" in generate.prompts[0] and "Failed episodes" in generate.prompts[0]
+
+
+def test_llm_creator_retries_bad_json_with_feedback():
+    generate = Scripted(bad=1)
+    creator = LLMCreator(generate, retries=2)
+    bundle = creator.create(make_heat_reservoir(), VersionRegistry(), step=2)
+    assert bundle is not None and creator.calls == 6
+    retried = [p for p in generate.prompts if "YOUR PREVIOUS REPLY WAS REJECTED" in p]
+    assert len(retried) == 3 and "no JSON object" in retried[0]
+
+
+def test_llm_creator_gives_up_cleanly():
+    generate = Scripted(bad=99)
+    creator = LLMCreator(generate, retries=2)
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=2) is None
+    assert creator.calls == 3 and creator.last_error.startswith("diagnose: gave up after 3 attempts")
+
+    def broken(prompt):
+        raise ConnectionError("endpoint down")
+
+    creator = LLMCreator(broken, retries=1)
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=2) is None
+    assert "ConnectionError: endpoint down" in creator.last_error
+
+
+def test_llm_creator_sends_rule_violations_back():
+    narrow = json.loads(json.dumps(AUTHOR))
+    narrow["skills"][0]["pattern"] = "^heat"  # fires only in the 6 successes' non-final heats: 46%
+    invalid_op = {"operations": [{"op": "modify", "name": "nope", "intent": "x"}]}
+    replies = {
+        "diagnose": lambda n: (
+            json.dumps({"diagnosis": "d", "assertions": [{"check": "min_step", "params": {}}]})
+            if n == 1
+            else json.dumps(DIAGNOSIS)
+        ),
+        "recommend": lambda n: json.dumps(invalid_op if n == 1 else RECOMMEND),
+        "author": lambda n: json.dumps(narrow if n == 1 else AUTHOR),
+    }
+    generate = Scripted(replies=replies)
+    bundle = LLMCreator(generate).create(make_heat_reservoir(), VersionRegistry(), step=2)
+    assert bundle is not None and bundle.operations[0].skill.pattern == "^take"
+    feedback = [p.split("REJECTED:")[1] for p in generate.prompts if "REJECTED" in p]
+    assert "unknown check 'min_step'" in feedback[0]
+    assert "no skill named 'nope'" in feedback[1]
+    assert "fires in 46% of recent episodes (need 50%)" in feedback[2]
+
+
+def test_llm_creator_drops_skills_that_never_verify_but_keeps_deletes():
+    registry = VersionRegistry(SkillLibrary([g("old_tip")]))
+    recommend = {"operations": [{"op": "delete", "name": "old_tip", "intent": "stale"}, *RECOMMEND["operations"]]}
+    long = json.loads(json.dumps(AUTHOR))
+    long["skills"][0]["action"] = "x" * 600
+    generate = Scripted(replies={"diagnose": DIAGNOSIS, "recommend": recommend, "author": long})
+    creator = LLMCreator(generate, retries=1)
+    bundle = creator.create(make_heat_reservoir(), registry, step=2)
+    assert [(op.op, op.name) for op in bundle.operations] == [("delete", "old_tip")]
+    assert "limit 500" in creator.last_error
+
+
+def test_extract_json():
+    assert extract_json('noise {"a": {"b": 1}} tail {"c": 2}') == {"a": {"b": 1}}
+    assert extract_json('```json\n{"x": [1, 2]}\n```') == {"x": [1, 2]}
+    assert extract_json('{bad} then {"ok": true}') == {"ok": True}
+    for bad in ("", "[1, 2]", "{'single': 'quotes'}"):
+        with pytest.raises(ValueError, match="JSON object|empty"):
+            extract_json(bad)
+
+
+# ---------------------------------------------------------------------------------------------- LLM (HTTP)
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """POST /v1/chat/completions: replies by stage (see REPLIES); records requests on the server."""
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append((self.path, dict(self.headers), body))
+        if self.path != "/v1/chat/completions":
+            self.send_error(404)
+            return
+        prompt = body["messages"][-1]["content"]
+        stage = next(s for s in REPLIES if f"STAGE: {s}" in prompt)
+        content = json.dumps(REPLIES[stage])
+        payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_server():
+    server = HTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_llm_creator_against_a_fake_openai_compatible_server(fake_server):
+    url = f"http://127.0.0.1:{fake_server.server_address[1]}"
+    creator = make_creator("llm", endpoint=url, model="tiny-test", api_key="k-123")
+    assert isinstance(creator, LLMCreator)
+    bundle = creator.create(make_heat_reservoir(), VersionRegistry(), step=1)
+    assert bundle.operations[0].name == "heat_before_put"
+    assert len(fake_server.requests) == 3
+    path, headers, body = fake_server.requests[0]
+    assert path == "/v1/chat/completions" and body["model"] == "tiny-test"
+    assert body["messages"][0]["role"] == "user" and headers["Authorization"] == "Bearer k-123"
+    assert openai_generate(url + "/v1")("STAGE: author") == json.dumps(AUTHOR)  # a /v1 base URL works too
+
+
+def test_llm_creator_with_an_unreachable_endpoint_gives_up():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    creator = LLMCreator(openai_generate(f"http://127.0.0.1:{port}", timeout=2), retries=1)
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=1) is None
+    assert "generator failed" in creator.last_error
+
+
+def test_make_creator_errors():
+    with pytest.raises(ValueError, match="endpoint"):
+        make_creator("llm")
+    with pytest.raises(ValueError, match="'rule' or 'llm'"):
+        make_creator("gpt")
+
+
+# ---------------------------------------------------------------------------------------------- LLM (local HF)
+def test_hf_generate_from_a_local_folder(tiny, tmp_path):
+    model, tokenizer = tiny
+    model.save_pretrained(tmp_path / "m")
+    tokenizer.save_pretrained(tmp_path / "m")
+    generate = hf_generate(str(tmp_path / "m"), max_new_tokens=8)
+    assert isinstance(generate("go to the fridge"), str)
+    creator = LLMCreator(generate, retries=1)  # an untrained model writes no JSON: the creator gives up cleanly
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=0) is None
+    assert creator.last_error.startswith("diagnose: gave up after 2 attempts")

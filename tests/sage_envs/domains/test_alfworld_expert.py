@@ -1,0 +1,129 @@
+"""AlfworldExpert: task parsing, its skill programs, and solving official games from observations only."""
+
+from __future__ import annotations
+
+import pytest
+from alfworld.gen import goal_library
+
+from sage_envs.chain import SageChainEnv
+from sage_envs.domains.alfworld.domain import TASK_TYPES, AlfworldDomain
+from sage_envs.domains.alfworld.expert import SKILLS, AlfworldExpert, parse_task
+from sage_envs.domains.alfworld.official import official_tasks
+from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+from sage_envs.skills import parse_definition
+
+from .test_alfworld_official import official_data_dir
+
+OPENING = (
+    "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. "
+    "Looking quickly around you, you see a cabinet 2, a cabinet 1, a countertop 1, a fridge 1, "
+    "and a microwave 1.\n\n"
+    "Your task is to: heat some egg and put it in countertop."
+)
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_parse_task_covers_every_template(task_type: str) -> None:
+    for template in goal_library.gdict[task_type]["templates"]:
+        sentence = template.format(obj="soapbar", recep="cart", toggle="desklamp", mrecep="")
+        goal = parse_task(f"Your task is to: {sentence}.")
+        assert goal is not None and goal.task_type == task_type and goal.obj == "soapbar"
+        if task_type == "look_at_obj_in_light":
+            assert goal.lamp == "desklamp" and goal.place == ""
+        else:
+            assert goal.place == "cart"
+    assert parse_task("dance with the fridge") is None
+
+
+@pytest.mark.parametrize("form", ["put", "move"])
+def test_skill_programs_parse(form: str) -> None:
+    expert = AlfworldExpert()
+    expert._put_form = form
+    for name in SKILLS:
+        skill, calls = parse_definition(expert._definition(name))
+        assert skill.name == name and skill.description and calls == []
+    place_in = expert._definition("place_in")
+    forms = ["put {obj} in/on {place}", "move {obj} to {place}"]
+    first, second = forms if form == "put" else forms[::-1]
+    assert place_in.index(first) < place_in.index(second)  # the game's form first, the other as fallback
+
+
+def test_defines_then_falls_back_when_skills_are_disabled() -> None:
+    expert = AlfworldExpert(use_skills=True)
+    observation = {"observation": OPENING, "task": "heat some egg and put it in countertop", "skills": ""}
+    info = {
+        "admissible_commands": ["go to countertop 1", "go to fridge 1"],
+        "new_task": True,
+        "skill_library": [],
+    }
+    action = expert.act(observation, info)
+    assert action.startswith("skill find_and_take(obj, where):") and action.endswith(
+        "call find_and_take(egg, countertop 1)"
+    )
+    refusal = "program skills are disabled in this env (skills='none'); send a command."
+    observation["observation"] = f"Invalid action: {refusal}"
+    info = {**info, "new_task": False, "action_valid": False, "message": refusal}
+    assert expert.act(observation, info) == "go to countertop 1"
+    assert AlfworldExpert(use_skills=False).act(
+        {**observation, "observation": OPENING}, {**info, "new_task": True}
+    ) == ("go to countertop 1")
+
+
+def play_plain(game_path: str, max_steps: int = 50) -> tuple[bool, int]:
+    """Play one game with plain commands, feeding the expert what the chain env would."""
+    game, expert = AlfworldGame(game_path), AlfworldExpert(use_skills=False)
+    text, won, steps = game.reset(), False, 0
+    info = {"new_task": True, "skill_library": []}
+    try:
+        while not won and steps < max_steps:
+            info["admissible_commands"] = game.admissible_commands()
+            result = game.step(expert.act({"observation": text, "task": game.description, "skills": ""}, info))
+            text, won, steps, info["new_task"] = result.observation, result.won, steps + 1, False
+    finally:
+        game.close()
+    return won, steps
+
+
+@pytest.mark.official
+def test_plain_expert_solves_one_game_per_task_type() -> None:
+    tasks = official_tasks(official_data_dir(), "valid_seen")
+    for task_type in TASK_TYPES:
+        task = next(t for t in tasks if t.task_type == task_type)
+        won, steps = play_plain(task.extra["game_path"])
+        assert won, f"{task.task_id} not solved in {steps} steps"
+
+
+@pytest.mark.official
+def test_skill_expert_reuses_task_1_skills_in_task_2() -> None:
+    domain = AlfworldDomain(source="official", data_dir=official_data_dir())
+    env = SageChainEnv(domain, chain_length=2, split="valid_seen", skills="program")
+    index = next(i for i, chain in enumerate(env.chains) if len(chain) == 2)
+    expert = AlfworldExpert()
+    observation, info = env.reset(options={"chain": index})
+    expert.reset()
+    kinds: list[list[str]] = [[], []]
+    reused, terminated = [], False
+    while not terminated:
+        observation, _, terminated, _, info = env.step(expert.act(observation, info))
+        kinds[info["task_index"]].append(info["action_kind"])
+        reused += info["skill_reuse"]
+    env.close()
+    assert info["chain_successes"] == [True, True]
+    assert kinds[0][0] == "define" and "find_and_take" in reused
+    assert len(kinds[1]) < 5  # a few calls instead of a walk through the house
+
+
+@pytest.mark.official
+@pytest.mark.slow
+def test_plain_expert_on_every_valid_seen_game() -> None:
+    """The run reported in docs/alfworld.md (about 4 minutes)."""
+    results = [play_plain(t.extra["game_path"]) for t in official_tasks(official_data_dir(), "valid_seen")]
+    assert sum(won for won, _ in results) / len(results) >= 0.95
+
+
+def test_plain_expert_solves_a_generated_game(tmp_path) -> None:
+    """Generated games use the wheel's grammar ("move X to Y"): the expert follows the admissible form."""
+    domain = AlfworldDomain(cache_dir=tmp_path)
+    task = domain.chains("valid_seen", 1)[0][0]
+    won, steps = play_plain(domain.load(task).game_file)
+    assert won, f"{task.task_id} not solved in {steps} steps"
