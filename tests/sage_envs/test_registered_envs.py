@@ -1,0 +1,68 @@
+"""Every registered env id: Gymnasium's checker, same-seed determinism, random strings never raise."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import sage_envs
+
+
+@pytest.fixture(scope="module", params=sage_envs.ENV_IDS)
+def env_id(request):
+    return request.param
+
+
+def test_check_env(env_id):
+    env = gym.make(env_id, split="valid_seen")
+    check_env(env.unwrapped)
+    env.close()
+
+
+def _rollout(env_id: str, seed: int, steps: int = 12):
+    env = gym.make(env_id, split="valid_seen")
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    transitions = [(obs, info["task_id"], info["admissible_commands"])]
+    for _ in range(steps):
+        commands = info["admissible_commands"]
+        obs, reward, terminated, truncated, info = env.step(commands[int(rng.integers(len(commands)))])
+        transitions.append((obs, reward, terminated, info["admissible_commands"]))
+        if terminated:
+            break
+    env.close()
+    return transitions
+
+
+def test_same_seed_two_copies_identical(env_id):
+    assert _rollout(env_id, seed=7) == _rollout(env_id, seed=7)
+
+
+def _random_strings(env_id: str, n: int) -> int:
+    env = gym.make(env_id, split="valid_seen", max_steps_per_task=10**9)
+    env.action_space.seed(0)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    invalid = 0
+    for i in range(n):
+        # Mix fully random printable strings with near-misses of the action grammar.
+        text = env.action_space.sample()[: int(rng.integers(0, 80))]
+        text = ("skill ", "call ", "go to ", "", "")[i % 5] + text
+        obs, _, terminated, _, info = env.step(text)
+        assert env.observation_space.contains(obs)
+        invalid += not info["action_valid"]
+        if terminated:
+            env.reset()
+    env.close()
+    return invalid
+
+
+def test_random_strings_are_invalid_actions_not_exceptions(env_id):
+    assert _random_strings(env_id, 300) == 300
+
+
+@pytest.mark.slow
+def test_ten_thousand_random_strings(env_id):
+    assert _random_strings(env_id, 10_000) == 10_000
