@@ -10,10 +10,11 @@ from sage_envs.domains.alfworld.official import DATA_ENV_VAR, TASK_TYPES, offici
 from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
 
 if TYPE_CHECKING:
-    from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+    from sage_envs.domain import TaskGame
 
 __all__ = ["SOURCES", "TASK_TYPES", "AlfworldDomain"]
 
+ENGINES = ("native", "textworld")
 SOURCES = ("generated", "official")
 GENERATED_TASKS_CHAIN_LENGTH = 2
 """Chain length behind :meth:`AlfworldDomain.tasks` for generated games (SAGE's default chain length)."""
@@ -37,6 +38,7 @@ class AlfworldDomain(Domain):
         data_dir: str | os.PathLike[str] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         seed: int = 0,
+        engine: str = "native",
     ) -> None:
         """Configure the domain; nothing is read from disk until a split is first used.
 
@@ -46,13 +48,18 @@ class AlfworldDomain(Domain):
             cache_dir: where generated games are written; default ``$SAGE_CACHE_DIR``, else
                 ``~/.cache/sage_envs``.
             seed: the generator seed, which fixes the generated splits (unused for official games).
+            engine: ``"native"`` (in-process, transcript-identical, fast) or ``"textworld"`` (TextWorld's PDDL
+                engine, as ALFWorld runs it).
 
         Raises:
             InvalidConfigError: for an unknown ``source``.
         """
         if source not in SOURCES:
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
+        if engine not in ENGINES:
+            raise InvalidConfigError(f"engine={engine!r} is not one of {ENGINES}.{suggest(engine, ENGINES)}")
         self.source = source
+        self.engine = engine
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
         self.cache_dir = cache_dir  # None: the generator's default
         self.seed = seed
@@ -77,8 +84,8 @@ class AlfworldDomain(Domain):
                 self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.seed)
         return list(self._tasks[split])
 
-    def load(self, task: TaskSpec) -> AlfworldGame:
-        """Build the playable :class:`~sage_envs.domains.alfworld.textworld_engine.AlfworldGame` of ``task``.
+    def load(self, task: TaskSpec) -> TaskGame:
+        """Open ``task``'s game on the configured engine (:mod:`sage_envs.domains.alfworld.engines`).
 
         An official task names its game folder in ``extra["game_path"]``; a generated task's game is written
         (and checked) by the generator on first use, then read from its cache.
@@ -86,12 +93,12 @@ class AlfworldDomain(Domain):
         Raises:
             DataNotFoundError: an official task whose game folder is gone.
         """
-        # Imported on first use: listing tasks and chains needs no engine (TextWorld takes ~1 s to import).
-        from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+        # Imported on first use: listing tasks and chains needs no engine.
+        from sage_envs.domains.alfworld.engines import make_game
 
         if self.source == "official":
-            return AlfworldGame(task.extra["game_path"])
-        return AlfworldGame(self._generator().generate_game(task, self.cache_dir))
+            return make_game(task.extra["game_path"], self.engine)
+        return make_game(self._generator().generate_game(task, self.cache_dir), self.engine)
 
     def chains(self, split: str, chain_length: int) -> list[tuple[TaskSpec, ...]]:
         """Chains of tasks from one household.

@@ -20,6 +20,8 @@ class AlfworldChainEnv(SageChainEnv):
     * ``data_dir``: the folder holding ``json_2.1.1/`` for official games (default ``$ALFWORLD_DATA``).
     * ``cache_dir``: where generated games are cached (default ``$SAGE_CACHE_DIR`` or ``~/.cache/sage_envs``).
     * ``seed``: the generator seed that fixes the split's chains (not the episode seed).
+    * ``engine``: ``"native"`` (default; in-process, transcript-identical to TextWorld's, see docs/native_engine.md)
+      or ``"textworld"`` (TextWorld's PDDL engine, as ALFWorld runs it).
 
     ## Version History
     * v0: initial release.
@@ -31,8 +33,9 @@ class AlfworldChainEnv(SageChainEnv):
         data_dir: str | None = None,
         cache_dir: str | None = None,
         seed: int = 0,
+        engine: str = "native",
         **kwargs: Any,
     ):
         """Create the env; see the class docstring for the ALFWorld arguments."""
-        domain = AlfworldDomain(source=source, data_dir=data_dir, cache_dir=cache_dir, seed=seed)
+        domain = AlfworldDomain(source=source, data_dir=data_dir, cache_dir=cache_dir, seed=seed, engine=engine)
         super().__init__(domain, **kwargs)

@@ -126,11 +126,14 @@ def test_valid_seen_has_140_games() -> None:
 
 
 @pytest.mark.official
-def test_domain_loads_official_game() -> None:
-    domain = AlfworldDomain(source="official", data_dir=official_data_dir())
+@pytest.mark.parametrize("engine", ["native", "textworld"])
+def test_domain_loads_official_game(engine: str) -> None:
+    from sage_envs.domains.alfworld.native_engine import NativeAlfworldGame
+
+    domain = AlfworldDomain(source="official", data_dir=official_data_dir(), engine=engine)
     task = domain.tasks("valid_seen")[0]
     game = domain.load(task)
-    assert isinstance(game, AlfworldGame)
+    assert isinstance(game, {"native": NativeAlfworldGame, "textworld": AlfworldGame}[engine])
     assert game.description  # read from the game file: no engine start needed
 
 
