@@ -7,9 +7,10 @@ Two stages, so that listing a split is cheap and the engine runs only for games 
    disk.
 2. :func:`generate_game` turns one spec into a game folder (``game.tw-pddl`` + ``traj_data.json``, the layout
    of the official ``json_2.1.1`` games), places the objects with a generator seeded from
-   ``(seed, split, chain, position, attempt)``, plays a walkthrough on TextWorld's PDDL engine (through
-   :class:`~sage_envs.domains.alfworld.textworld_engine.AlfworldGame`, the loader that plays every ALFWorld
-   game) and keeps the game only when the engine reports the win. The folder is cached and written atomically.
+   ``(seed, split, chain, position, attempt)``, plays a walkthrough on the native engine
+   (:class:`~sage_envs.domains.alfworld.native_engine.NativeAlfworldGame`, whose transcripts equal TextWorld's
+   PDDL engine's step by step: tests/sage_envs/domains/test_native_engine.py) and keeps the game only when the
+   engine reports the win. The folder is cached and written atomically.
 
 Splits are by scene: :data:`UNSEEN_SCENES` are used by ``valid_unseen`` only; ``train`` and ``valid_seen``
 share the other scenes with different seeds. See docs/alfworld_generation.md.
@@ -278,10 +279,10 @@ def _game_files(task: TaskSpec, params: TaskParams, attempt: int) -> tuple[dict,
 
 def play_walkthrough(game_dir: Path, walkthrough: Sequence[str]) -> bool:
     """Whether the engine accepts every command of ``walkthrough`` and reports the win after the last only."""
-    # Imported here: the engine (TextWorld + fast-downward, ~1 s) is only needed when a game is first written.
-    from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+    # The native engine plays the same transcript as TextWorld's (differential tests) in milliseconds, not seconds.
+    from sage_envs.domains.alfworld.native_engine import NativeAlfworldGame
 
-    game = AlfworldGame(game_dir)
+    game = NativeAlfworldGame(game_dir)
     try:
         game.reset()
         for step, command in enumerate(walkthrough, start=1):
