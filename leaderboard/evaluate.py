@@ -56,6 +56,8 @@ class EvalConfig:
     """Extra keyword arguments for gym.make (e.g. skills, chain_length, data_dir)."""
     workers: int = 1
     """Processes playing chains in parallel (each builds its own env and agent)."""
+    label: str | None = None
+    """Leaderboard name of this entry (e.g. "expert-no-skills"); None = the agent name."""
 
     def __post_init__(self):
         if self.num_chains < 1:
@@ -76,7 +78,7 @@ class EvalConfig:
     @property
     def run_name(self) -> str:
         """File stem shared by the summary and the episodes file."""
-        parts = [self.agent, self.env, self.split, self.source or "default"]
+        parts = [self.label or self.agent, self.env, self.split, self.source or "default"]
         return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "-", p) for p in parts)
 
     @property
@@ -162,7 +164,7 @@ def summarize(records: list[dict[str, Any]], config: EvalConfig, model: str, sou
         by_type.setdefault(task_type, []).append(success)
     rng = np.random.default_rng(0)
     return {
-        "agent": config.agent,
+        "agent": config.label or config.agent,
         "env": config.env,
         "split": config.split,
         "source": source,
@@ -284,6 +286,7 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
     parser.add_argument("--agent-kwargs", type=json.loads, default={}, help="JSON dict for the agent factory")
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON dict for gym.make")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes")
+    parser.add_argument("--label", default=None, help="leaderboard name of this entry (default: the agent name)")
     args = parser.parse_args(argv)
     return EvalConfig(**{k.replace("-", "_"): v for k, v in vars(args).items()})
 
