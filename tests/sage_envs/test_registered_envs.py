@@ -76,3 +76,15 @@ def test_native_expert_plan_matches_textworld_engine():
         plans[engine] = trace
         env.close()
     assert plans["native"] == plans["textworld"] and plans["native"][0]
+
+
+@pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])
+def test_vector_envs(env_id, vector_cls):
+    kwargs = {"shared_memory": False} if vector_cls is gym.vector.AsyncVectorEnv else {}
+    envs = vector_cls([lambda: gym.make(env_id, split="valid_seen") for _ in range(2)], **kwargs)
+    obs, info = envs.reset(seed=[0, 1])
+    assert len(obs["observation"]) == 2 and all(isinstance(o, str) for o in obs["task"])
+    actions = tuple(commands[0] for commands in info["admissible_commands"])
+    obs, reward, terminated, truncated, info = envs.step(actions)
+    assert reward.shape == (2,) and all(info["action_valid"])
+    envs.close()
