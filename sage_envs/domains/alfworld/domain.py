@@ -21,7 +21,7 @@ GENERATED_TASKS_CHAIN_LENGTH = 2
 
 
 class AlfworldDomain(Domain):
-    """ALFWorld household tasks (the six :data:`TASK_TYPES`), played on TextWorld's PDDL engine.
+    """ALFWorld household tasks (the six :data:`TASK_TYPES`), on the native engine or TextWorld's (``engine``).
 
     ``source="official"`` lists ALFWorld's own games under ``data_dir/json_2.1.1/<split>`` with ALFWorld's
     filters (:mod:`sage_envs.domains.alfworld.official`); chains group them by floor plan (one household).
