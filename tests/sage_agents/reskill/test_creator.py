@@ -82,6 +82,10 @@ def test_rule_creator_makes_room_when_the_library_is_full_and_modifies_covered_s
     assert modified is not None and modified.skill.trigger == "general"
     version = registry.propose(Bundle(list(ops.values())), 5)
     assert len(version.library.guidance(status=None)) <= 2
+    registry.reject(6)  # a rejected rewrite is not proposed again while its assertion is excluded
+    excluded = [Assertion.from_dict(json.loads(top.provenance["assertion"])).id]
+    again = RuleCreator().create(episodes, registry, 7, exclude=excluded)
+    assert ("modify", top.name) not in {(op.op, op.name) for op in again.operations}
 
 
 def test_rule_creator_respects_exclusions_and_gives_up_without_contrast():
