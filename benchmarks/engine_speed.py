@@ -110,9 +110,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="commands per game")
     parser.add_argument("--repeat", type=int, default=20, help="native replays of each sequence")
     parser.add_argument("--splits", default="valid_seen,valid_train", help="official splits to draw from")
-    parser.add_argument(
-        "--data-dir", default=os.environ.get("ALFWORLD_DATA", str(ROOT.parent / "shared" / "alfworld"))
-    )
+    parser.add_argument("--data-dir", default=os.environ.get("ALFWORLD_DATA", str(ROOT.parent / "shared" / "alfworld")))
     parser.add_argument("--generated", action="store_true", help="generated games instead of official ones")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -206,12 +204,8 @@ def main() -> None:
     row("resets/s, CPU", len(games) / stock_reset.cpu, n_native_resets / native_reset.cpu)
     row("game loads/s (file -> opening), CPU", len(games) / stock_load.cpu, len(games) / native_load.cpu, 1)
     print(f"{'memory per env, MB':<36} {(stock_rss + stock_heap) / 2**20:14.1f} {native_heap / 2**20:14.2f}")
-    print(
-        f"  TextWorld: RSS +{stock_rss / 2**20:.1f} MB, Python heap {stock_heap / 2**20:.1f} MB (first game)"
-    )
-    print(
-        f"  native: {native_heap / 2**20:.2f} MB, +{shared_heap / 2**10:.0f} KB per extra env (shared game)"
-    )
+    print(f"  TextWorld: RSS +{stock_rss / 2**20:.1f} MB, Python heap {stock_heap / 2**20:.1f} MB (first game)")
+    print(f"  native: {native_heap / 2**20:.2f} MB, +{shared_heap / 2**10:.0f} KB per extra env (shared game)")
     if not identical:
         sys.exit("transcripts differ: run tests/sage_envs/domains/test_native_engine.py")
 

@@ -138,9 +138,7 @@ class World:
             ok = self._subtype_cache[key] = self._is_subtype(*key)
         return ok
 
-    def assignments(
-        self, query: Query, mapping: Mapping[Placeholder, str]
-    ) -> Iterator[dict[Placeholder, str]]:
+    def assignments(self, query: Query, mapping: Mapping[Placeholder, str]) -> Iterator[dict[Placeholder, str]]:
         """Every extension of ``mapping`` that satisfies ``query``, in TextWorld's order.
 
         Mirrors ``State._all_applicable_assignments``: predicates in order; for each, the matching facts in
@@ -567,11 +565,7 @@ class Grammar:
 
         def expect(kind: str, value: str | None = None) -> str:
             nonlocal position
-            if (
-                position >= len(tokens)
-                or tokens[position][0] != kind
-                or (value and tokens[position][1] != value)
-            ):
+            if position >= len(tokens) or tokens[position][0] != kind or (value and tokens[position][1] != value):
                 found = tokens[position] if position < len(tokens) else "end of file"
                 raise GrammarError(f"grammar file: expected {value or kind}, found {found}")
             position += 1
@@ -593,9 +587,7 @@ class Grammar:
                     kind, value = tokens[position]
                     position += 1
                     expect("sep", ";")
-                    fields[key] = (
-                        value[1:-1] if kind == "str" else _block(value) if kind == "block" else value
-                    )
+                    fields[key] = value[1:-1] if kind == "str" else _block(value) if kind == "block" else value
                 expect("sep", "}")
                 if "template" not in fields or "feedback" not in fields:
                     raise GrammarError(f"action {name} has no template or no feedback")
@@ -618,9 +610,7 @@ class Grammar:
             for name, alternatives in data.items()
         }
         actions = {
-            key: ActionText(
-                name, tuple(parse_symbols(template)), tuple(parse_symbols(feedback)), template, feedback
-            )
+            key: ActionText(name, tuple(parse_symbols(template)), tuple(parse_symbols(feedback)), template, feedback)
             for key, (name, template, feedback) in raw_actions.items()
         }
         return cls(actions, rules)

@@ -215,9 +215,7 @@ class CompiledGame:
 
         unknown = set(self.domain.actions) - set(ACTION_PARAMETERS)
         if unknown:
-            raise UnsupportedGameError(
-                f"domain actions {sorted(unknown)} are not implemented by the native engine"
-            )
+            raise UnsupportedGameError(f"domain actions {sorted(unknown)} are not implemented by the native engine")
         self.actions = [name for name in ACTION_PARAMETERS if name in self.domain.actions]
         self.all_actions = set(ACTION_PARAMETERS) - {"help"} <= set(self.actions)
         missing = [name for name in self.actions if name not in self.grammar.actions]
@@ -231,9 +229,7 @@ class CompiledGame:
         negated = {p.removeprefix("not_") for p in self.grammar.all_predicates() if p.startswith("not_")}
         inexact = negated & DYNAMIC_PREDICATES - EXACT_NEGATIONS
         if inexact:
-            raise UnsupportedGameError(
-                f"the grammar reads not_{sorted(inexact)}, which this engine cannot reproduce"
-            )
+            raise UnsupportedGameError(f"the grammar reads not_{sorted(inexact)}, which this engine cannot reproduce")
 
         # Entities: every id in an initial fact (TextWorld's entity table), named the way ALFWorld names them.
         ids: dict[str, None] = {}
@@ -267,8 +263,7 @@ class CompiledGame:
             self.receptacle_location.setdefault(r, []).append(loc)
             self.receptacles_at.setdefault(loc, []).append(r)
         self.receptacle_types = {
-            r: sorted(t for _, t in facts.with_arg("receptacletype", 0, r))
-            for r, _ in facts.of("receptacletype")
+            r: sorted(t for _, t in facts.with_arg("receptacletype", 0, r)) for r, _ in facts.of("receptacletype")
         }
         self.object_types = {
             o: sorted(t for _, t in facts.with_arg("objecttype", 0, o)) for o, _ in facts.of("objecttype")
@@ -422,9 +417,7 @@ class NativeAlfworldGame(TaskGame):
         if match:
             receptacles = _split_listing(match.group(1))
         else:
-            receptacles = [
-                game.entities[r].name for r, _ in sorted(game.initial_facts.of("receptacleatlocation"))
-            ]
+            receptacles = [game.entities[r].name for r, _ in sorted(game.initial_facts.of("receptacleatlocation"))]
         objects: list[str] = []
         operators = self._current_operators()
         for command in self.admissible_commands():
@@ -448,9 +441,7 @@ class NativeAlfworldGame(TaskGame):
 
     def _running(self) -> FactStore:
         if self._facts is None:
-            raise RuntimeError(
-                "NativeAlfworldGame: call reset() before step(), admissible_commands() or entities()."
-            )
+            raise RuntimeError("NativeAlfworldGame: call reset() before step(), admissible_commands() or entities().")
         return self._facts
 
     def _invalidate(self) -> None:

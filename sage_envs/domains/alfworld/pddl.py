@@ -169,8 +169,7 @@ class FactStore:
         clone = FactStore.__new__(FactStore)
         clone._by_pred = {k: v if k in shared else set(v) for k, v in self._by_pred.items()}
         clone._by_arg = {
-            k: v if k in shared else {key: set(facts) for key, facts in v.items()}
-            for k, v in self._by_arg.items()
+            k: v if k in shared else {key: set(facts) for key, facts in v.items()} for k, v in self._by_arg.items()
         }
         return clone
 
