@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -267,7 +268,10 @@ class ReSkill:
         (directory / STATE_FILE).write_text(json.dumps(self.state_dict()))
         self.registry.current.library.save(directory / LIBRARY_DIR)
         if self.lifecycle.path is not None:
-            plot_lifecycle(self.lifecycle.events, self.lifecycle.path.with_suffix(".png"), total_steps=step)
+            try:
+                plot_lifecycle(self.lifecycle.events, self.lifecycle.path.with_suffix(".png"), total_steps=step)
+            except Exception as error:  # noqa: BLE001 - a plot must never stop training
+                warnings.warn(f"could not draw the ReSkill lifecycle plot: {error}", stacklevel=2)
 
     def load(self, directory: str | os.PathLike, step: int) -> None:
         """Restore from a checkpoint folder written at ``step``; trim the lifecycle log to that step."""

@@ -41,6 +41,8 @@ from sage_envs.error import SkillError
 
 MAX_SKILL_CHARS = 500
 MIN_FIRE_RATE = 0.5
+FAILURE_ONLY = (Assertion("no_consecutive_repeat", {}, "never repeats the same action twice in a row"),)
+"""Behaviours assumed good before any success exists: the rule creator's diagnosis of an all-failing reservoir."""
 
 
 # ---------------------------------------------------------------------------------------------- VERIFY
@@ -167,6 +169,8 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     wins = [ep for ep in episodes if ep.success]
     losses = [ep for ep in episodes if not ep.success]
     stats = f"({rates.success_rate:.0%} of successes vs {rates.failure_rate:.0%} of failures pass)"
+    if not rates.n_success:  # failure-only diagnosis
+        stats = f"({1 - rates.failure_rate:.0%} of {rates.n_failure} failed episodes break this)"
     general, beginning = ("general", ""), ("beginning", "")
 
     def after(key: str | None) -> list[tuple[str, str]]:
@@ -331,6 +335,10 @@ class RuleCreator(Creator):
     ) -> Bundle | None:
         """See :meth:`Creator.create`."""
         ranked = [r for r in self.engine.refresh(episodes) if abs(r.contrast) >= self.engine.min_contrast]
+        if not ranked and sum(ep.success for ep in episodes) < self.engine.min_per_outcome:
+            # no success to contrast with: fall back on behaviours assumed good, when most failures break them
+            fallback = [pass_rates(a, episodes) for a in FAILURE_ONLY]
+            ranked = [r for r in fallback if r.n_failure >= self.engine.min_per_outcome and r.failure_rate <= 0.5]
         active = registry.active_skills()
         covered: dict[str, Skill] = {}
         for skill in active:

@@ -123,7 +123,7 @@ def plot_lifecycle(events: Sequence[dict[str, Any]], path: str | os.PathLike, to
         for e in events:
             if e.get("skill") == name and e["event"] == "pruned":
                 top.plot(e["step"], y, marker="x", color="black")
-    top.set_yticks(range(len(rows)), sorted(rows) or [""])
+    top.set_yticks(range(len(rows)), sorted(rows))
     top.set_title("Skill lifecycle (orange: testing, green: live, red: rejected, x: pruned)")
     tested = [e for e in events if e["event"] == "tested"]
     if tested:

@@ -96,6 +96,12 @@ def test_helpful_skills_are_created_tested_and_accepted(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_with_no_skill_yet(tmp_path):
+    events = [{"event": "skipped", "step": 2, "reason": "no discriminative assertion to act on"}]
+    assert plot_lifecycle(events, tmp_path / "empty.png", total_steps=6).read_bytes()[:4] == b"\x89PNG"
+    assert plot_lifecycle([], tmp_path / "none.png").exists()
+
+
 def test_harmful_skills_are_rejected_and_the_library_reverts(tmp_path):
     controller = make_controller(tmp_path)
     run(controller, guided_policy(helps=False), steps=15)

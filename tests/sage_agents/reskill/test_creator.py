@@ -99,6 +99,16 @@ def test_rule_creator_respects_exclusions_and_gives_up_without_contrast():
     assert creator.last_error.startswith("no discriminative assertion")
 
 
+def test_rule_creator_without_any_success_falls_back_on_failure_patterns():
+    looping = [ep(["go to desk 1", "go to desk 1", "look"]) for _ in range(6)] + [ep(["look"]) for _ in range(2)]
+    bundle = RuleCreator().create(looping, VersionRegistry(), step=3)
+    [op] = bundle.operations
+    assert (op.op, op.name, op.skill.trigger) == ("add", "no_repeats", "general")
+    assert "75% of 8 failed episodes break this" in op.skill.text
+    calm = [ep(["go to desk 1", "look"]) for _ in range(8)]  # failures that do not repeat: nothing to say
+    assert RuleCreator().create(calm, VersionRegistry(), step=3) is None
+
+
 # ---------------------------------------------------------------------------------------------- LLM (scripted)
 DIAGNOSIS = {
     "diagnosis": "Failures put the egg down cold.",
