@@ -49,12 +49,11 @@ from pathlib import Path
 
 from sage_envs.domain import StepResult, TaskGame
 from sage_envs.domains.alfworld.grammar import ActionText, Context, Entity, Grammar, World, parse_symbols
+from sage_envs.domains.alfworld.official import resolve_game_file
 from sage_envs.domains.alfworld.pddl import FactStore, GoalChecker, PddlDomain, PddlProblem
-from sage_envs.error import DataNotFoundError
 
 __all__ = ["NativeAlfworldGame", "CompiledGame", "demangled_names"]
 
-GAME_FILE = "game.tw-pddl"
 NOTHING_HAPPENS = "Nothing happens."
 """TextWorld's feedback for a command that matches no applicable operator."""
 TASK_PREFIX = "Your task is to: "
@@ -128,21 +127,6 @@ Operator = tuple[str, tuple[str, ...]]
 
 class UnsupportedGameError(ValueError):
     """The game's domain or grammar uses something this engine does not reproduce exactly."""
-
-
-def resolve_game_file(path: str | Path) -> Path:
-    """Return the ``game.tw-pddl`` file for ``path`` (the file itself or the game folder holding it).
-
-    Raises:
-        DataNotFoundError: when there is no such file.
-    """
-    path = Path(path)
-    game_file = path / GAME_FILE if path.is_dir() else path
-    if not game_file.is_file():
-        raise DataNotFoundError(
-            f"no ALFWorld game at {game_file}: expected a {GAME_FILE} file or a folder holding one."
-        )
-    return game_file
 
 
 def task_sentence(text: str) -> str:

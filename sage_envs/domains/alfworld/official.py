@@ -104,3 +104,16 @@ def _collect(root: Path) -> list[tuple[Path, dict]]:
             continue
         games.append((game_dir, traj))
     return sorted(games, key=lambda game: game[0])
+
+
+def resolve_game_file(path: str | Path) -> Path:
+    """Return the ``game.tw-pddl`` file for ``path`` (the file itself or the game folder holding it).
+
+    Raises:
+        DataNotFoundError: when there is no such file.
+    """
+    path = Path(path)
+    game_file = path / GAME_FILE if path.is_dir() else path
+    if not game_file.is_file():
+        raise DataNotFoundError(f"no ALFWorld game at {game_file}: expected a {GAME_FILE} file or its folder.")
+    return game_file

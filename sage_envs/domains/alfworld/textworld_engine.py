@@ -22,8 +22,7 @@ import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
 
 from sage_envs.domain import StepResult, TaskGame
-from sage_envs.domains.alfworld.official import GAME_FILE
-from sage_envs.error import DataNotFoundError
+from sage_envs.domains.alfworld.official import resolve_game_file
 
 TASK_PREFIX = "Your task is to: "
 _TASK_RE = re.compile(re.escape(TASK_PREFIX) + r"([^\"\n]*)")
@@ -65,19 +64,6 @@ def _release_engine(env: textworld.core.Environment) -> None:
     env.unwrapped.downward_lib.cleanup()
     with _POOL_LOCK:
         _IDLE_ENGINES.append(env)
-
-
-def resolve_game_file(path: str | Path) -> Path:
-    """Return the ``game.tw-pddl`` file for ``path`` (the file itself or the game folder holding it).
-
-    Raises:
-        DataNotFoundError: when there is no such file.
-    """
-    path = Path(path)
-    game_file = path / GAME_FILE if path.is_dir() else path
-    if not game_file.is_file():
-        raise DataNotFoundError(f"no ALFWorld game at {game_file}: expected a {GAME_FILE} file or its folder.")
-    return game_file
 
 
 def task_sentence(text: str) -> str:
