@@ -90,7 +90,10 @@ class EvalConfig:
 
 def play_chain(env: gym.Env, agent: Any, chain: int, seed: int) -> dict[str, Any]:
     """Play one chain to its end and return its episode record."""
-    obs, info = env.reset(seed=seed, options={"chain": chain})
+    options: dict[str, Any] = {"chain": chain}
+    if getattr(agent, "skill_library", None) is not None:  # an agent that brings its learned skills
+        options["skill_library"] = agent.skill_library
+    obs, info = env.reset(seed=seed, options=options)
     if hasattr(agent, "reset"):
         # Agents whose reset takes a seed get one per episode, so results do not depend on the order in which
         # workers play the chains.

@@ -73,6 +73,20 @@ def evaluate(
     typer.echo(json.dumps(rollout_stats(rollouts), indent=2, sort_keys=True))
 
 
+@app.command()
+def demo(
+    quick: Annotated[bool, typer.Option(help="Smoke run of every stage (about two minutes).")] = False,
+    output_dir: Annotated[str, typer.Option(help="Where every stage writes; a rerun resumes.")] = "runs/demo",
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a DemoConfig field: KEY=VALUE (JSON value).")
+    ] = None,
+) -> None:
+    """The main job: expert chains -> SFT -> GRPO vs SAGE -> evaluation table and plots (sage_agents/demo.py)."""
+    from sage_agents.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(quick=quick, output_dir=output_dir, **_parse_overrides(set_ or [])))
+
+
 @app.command("agents")
 def agents() -> None:
     """List the registered agents (entry-point group ``sage_agents.agents``)."""

@@ -90,8 +90,8 @@ class TrainConfig:
     """Offer ``call NAME(args)`` candidates for library skills in constrained decoding."""
     skill_templates: list[str] = field(default_factory=list)
     """Skill definitions offered as define+call candidates in constrained decoding."""
-    max_call_candidates: int = 8
-    """Argument tuples offered per skill in constrained decoding."""
+    max_argument_options: int = 64
+    """Values offered per skill-call argument in constrained decoding (arguments are chosen one at a time)."""
     candidate_score: str = "sum"
     """Candidate score in constrained decoding: ``sum`` (log-likelihood) or ``mean`` (per-token mean)."""
     history_turns: int = 3
@@ -182,7 +182,7 @@ class TrainConfig:
             "max_new_tokens",
             "max_prompt_tokens",
         )
-        positive_ints += ("tiny_hidden", "tiny_layers", "max_call_candidates", "keep_checkpoints")
+        positive_ints += ("tiny_hidden", "tiny_layers", "max_argument_options", "keep_checkpoints")
         for name in positive_ints:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 fail(name, "must be a positive integer", "set it to 1 or more")

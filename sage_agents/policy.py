@@ -1,4 +1,4 @@
-"""The LLM policy: prompt building, action parsing, batched KV-cached generation and constrained decoding.
+r"""The LLM policy: prompt building, action parsing, batched KV-cached generation and constrained decoding.
 
 One agent turn = one ``(prompt, completion)`` pair. The prompt is rebuilt every turn (task first, then the
 last ``history_turns`` (observation, action) pairs, the skill library, the current observation and the
@@ -9,11 +9,12 @@ Two ways to act:
 * **free generation** (``constrained=False``): sample up to ``max_new_tokens`` tokens with a KV cache, batched
   over the group (left padding). The action is parsed out of the completion (:func:`parse_action`).
 * **constrained decoding** (``constrained=True``): score each candidate action (the admissible commands,
-  ``call NAME(args)`` for every program skill in the library, and optional skill-definition templates) by its
-  log-likelihood under the model, reusing one KV cache of the prompt for all candidates, then sample a
-  candidate from the model's distribution renormalised over the candidate set (or take the best one when
-  greedy). The chosen candidate's tokens are the completion. This is what makes a tiny model act (see
-  docs/agents.md, calibration).
+  ``call NAME(`` for every program skill in the library, and optional skill-definition templates as
+  ``DEFINITION\ncall NAME(``) by its log-likelihood under the model, reusing one KV cache of the prompt for all
+  candidates, then sample a candidate from the model's distribution renormalised over the candidate set (or
+  take the best one when greedy). A call's arguments are then chosen one at a time the same way, among the
+  entities and types the task, observation and admissible commands name. The chosen text's tokens are the
+  completion. This is what makes a tiny model act (see docs/agents.md, calibration).
 
 Token log-probabilities everywhere are ``log_softmax(logits / temperature)``, the same distribution the
 trainer differentiates, so rollout log-probs and training log-probs agree up to float error.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,40 +140,44 @@ def skill_signatures(skills_text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def call_candidates(
-    skills_text: str,
-    task: str,
-    admissible: Sequence[str],
-    templates: Sequence[str] = (),
-    limit: int = 8,
-    observation: str = "",
-) -> list[str]:
-    """Skill-call candidates for constrained decoding: ``call NAME(args)`` per library skill (and template).
+_STOPWORDS = frozenset("a an the some two in on at of to from with and them it its under into onto".split())
 
-    Arguments are entities (``word N``) named in the task, the observation or the admissible commands;
-    entities whose word appears in the task sentence come first, and at most ``limit`` argument tuples are
-    offered per skill. A template (a full ``skill NAME(params):`` definition) is offered as "define + call"
-    while NAME is not in the library.
+
+def argument_options(task: str, observation: str, admissible: Sequence[str], limit: int = 64) -> list[str]:
+    """Values a skill-call argument may take in constrained decoding, task-named first.
+
+    The entities (``word N``) named in the task, the observation and the admissible commands, their types
+    (``word``), and the task's content words. Values whose words appear in the task come first; at most
+    ``limit`` are offered.
     """
     texts = [task, observation, *admissible]
-    entities = list(dict.fromkeys(e for text in texts for e in _ENTITY_RE.findall(text.lower())))
-    task_words = set(re.findall(r"[a-z]+", task.lower()))
-    entities.sort(key=lambda e: e.split()[0] not in task_words)  # stable: task-named entities first
+    entities = [e for text in texts for e in _ENTITY_RE.findall(text.lower())]
+    task_words = [w for w in re.findall(r"[a-z]+", task.lower()) if w not in _STOPWORDS]
+    values = list(dict.fromkeys([*entities, *(e.split()[0] for e in entities), *task_words]))
+    values.sort(key=lambda v: v.split()[0] not in task_words)  # stable: task-named values first
+    return values[:limit]
 
-    def calls(name: str, params: list[str]) -> list[str]:
-        combos = itertools.islice(itertools.permutations(entities, len(params)), limit)
-        return [f"call {name}({', '.join(args)})" for args in combos]
 
+def call_stubs(skills_text: str, templates: Sequence[str] = ()) -> list[tuple[str, int]]:
+    r"""Openings of skill calls for constrained decoding: ``(text, number of arguments still to choose)``.
+
+    One ``call NAME(`` per program skill of the library, and one ``DEFINITION\ncall NAME(`` per template (a
+    full ``skill NAME(params):`` definition) whose NAME is not in the library yet. A skill without
+    parameters gives the complete call ``call NAME()`` with 0 arguments to choose.
+    """
     signatures = skill_signatures(skills_text)
     known = {name for name, _ in signatures}
-    out = [c for name, params in signatures for c in calls(name, params)]
+    openings = [("", name, params) for name, params in signatures]
     for template in templates:
         header = template.strip().split("\n", 1)[0]
         match = re.match(r"skill\s+([A-Za-z_][\w-]*)\(([^)]*)\)", header)
         if match and match.group(1) not in known:
             params = [p.strip() for p in match.group(2).split(",") if p.strip()]
-            out += [f"{template.strip()}\n{c}" for c in calls(match.group(1), params)]
-    return out
+            openings.append((template.strip() + "\n", match.group(1), params))
+    return [
+        (f"{head}call {name}()", 0) if not params else (f"{head}call {name}(", len(params))
+        for head, name, params in openings
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- the policy
@@ -210,7 +214,7 @@ class LLMPolicy:
         constrained: act by scoring candidates instead of free generation.
         skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
         skill_templates: skill definitions offered as "define + call" candidates (constrained mode).
-        max_call_candidates: argument tuples offered per skill.
+        max_argument_options: values offered per skill-call argument (constrained mode).
         candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
             distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
             untrained model toward short candidates, at the cost of that exactness).
@@ -231,7 +235,7 @@ class LLMPolicy:
         constrained: bool = False,
         skill_calls: bool = True,
         skill_templates: Sequence[str] = (),
-        max_call_candidates: int = 8,
+        max_argument_options: int = 64,
         candidate_score: str = "sum",
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
@@ -242,7 +246,7 @@ class LLMPolicy:
         self.history_turns, self.max_new_tokens = history_turns, max_new_tokens
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
-        self.skill_templates, self.max_call_candidates = list(skill_templates), max_call_candidates
+        self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
         if candidate_score not in ("sum", "mean"):
             raise ValueError(f"candidate_score={candidate_score!r} must be 'sum' or 'mean'.")
         self.candidate_score = candidate_score
@@ -255,19 +259,14 @@ class LLMPolicy:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     # ------------------------------------------------------------------ prompts
-    def prompt(
-        self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]
-    ) -> str:
+    def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
         history = list(history)[-self.history_turns :] if self.history_turns > 0 else []
         admissible = admissible if self.show_admissible else ()
         while True:
             text = build_prompt(obs["task"], obs["observation"], history, obs.get("skills", ""), admissible)
             text = self.render(text)
-            if (
-                not history
-                or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens
-            ):
+            if not history or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens:
                 return text
             history = history[1:]
 
@@ -297,20 +296,16 @@ class LLMPolicy:
         prompts = [self.prompt(o, h, a) for o, h, a in zip(observations, histories, admissible, strict=True)]
         if not self.constrained:
             return self.generate(prompts, greedy=greedy)
-        candidates = []
+        candidates, options = [], []
         for obs, adm in zip(observations, admissible, strict=True):
-            cands = list(adm)
+            values = argument_options(obs["task"], obs.get("observation", ""), adm, self.max_argument_options)
+            cands = [(command, 0) for command in adm]
             if self.skill_calls:
-                cands += call_candidates(
-                    obs.get("skills", ""),
-                    obs["task"],
-                    adm,
-                    self.skill_templates,
-                    self.max_call_candidates,
-                    obs.get("observation", ""),
-                )
-            candidates.append(list(dict.fromkeys(cands)) or ["look"])
-        return self.choose(prompts, candidates, greedy=greedy)
+                stubs = call_stubs(obs.get("skills", ""), self.skill_templates)
+                cands += [(text, n) for text, n in stubs if n == 0 or values]
+            candidates.append(list(dict.fromkeys(cands)) or [("look", 0)])
+            options.append(values)
+        return self.choose(prompts, candidates, options, greedy=greedy)
 
     def _forward(self, **kwargs: Any) -> Any:
         cache = kwargs.pop("cache", None)
@@ -385,8 +380,20 @@ class LLMPolicy:
         return results
 
     @torch.no_grad()
-    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[list[float]]]:
-        """Token log-probs of each candidate (+ EOS) after its prompt, sharing one prompt KV cache per prompt.
+    def score(
+        self,
+        prompts: Sequence[str],
+        candidates: Sequence[Sequence[str]],
+        complete: Sequence[Sequence[bool]] | None = None,
+    ) -> list[list[list[float]]]:
+        """Token log-probs of each candidate after its prompt, sharing one prompt KV cache per prompt.
+
+        Args:
+            prompts: B prompt texts.
+            candidates: per prompt, the candidate completions.
+            complete: per candidate, whether it is a whole completion (scored with EOS appended) or an
+                opening (no EOS: its log-likelihood is the probability of any completion starting with it);
+                None = all complete.
 
         Returns:
             ``out[b][c]`` = the list of token log-probs of candidate ``c`` of prompt ``b``.
@@ -395,7 +402,13 @@ class LLMPolicy:
         ids, mask, pos = self._left_pad(prompt_ids)
         out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
         cache, last = self._cache_of(out), out.logits[:, -1]  # (B, V)
-        rows = [(b, self.encode(c) + [self.eos_id]) for b, cands in enumerate(candidates) for c in cands]
+        if complete is None:
+            complete = [[True] * len(cands) for cands in candidates]
+        rows = [
+            (b, self.encode(c) + [self.eos_id] * whole)
+            for b, (cands, flags) in enumerate(zip(candidates, complete, strict=True))
+            for c, whole in zip(cands, flags, strict=True)
+        ]
         vocab = last.shape[-1]
         flat: list[list[float]] = []
         start = 0
@@ -416,9 +429,7 @@ class LLMPolicy:
             cpos = pos[owner, -1:] + 1 + torch.arange(width, device=ids.device)  # (n, C)
             out2 = self._forward(input_ids=cand, attention_mask=full_mask, position_ids=cpos, cache=sub)
             logits = torch.cat([last[owner][:, None], out2.logits[:, :-1]], dim=1)  # (n, C, V)
-            logp = torch.log_softmax(logits.float() / self.temperature, -1).gather(
-                -1, cand[..., None]
-            )  # (n, C, 1)
+            logp = torch.log_softmax(logits.float() / self.temperature, -1).gather(-1, cand[..., None])  # (n, C, 1)
             logp = logp.squeeze(-1)  # (n, C)
             flat += [logp[i, : len(r)].tolist() for i, (_, r) in enumerate(chunk)]
         result, k = [], 0
@@ -429,36 +440,78 @@ class LLMPolicy:
 
     @torch.no_grad()
     def choose(
-        self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, greedy: bool = False
+        self,
+        prompts: Sequence[str],
+        candidates: Sequence[Sequence[str | tuple[str, int]]],
+        argument_values: Sequence[Sequence[str]] | None = None,
+        *,
+        greedy: bool = False,
     ) -> list[Completion]:
-        """Constrained decoding: pick one candidate per prompt from the model's renormalised distribution."""
-        scores = self.score(prompts, candidates)
+        """Constrained decoding: pick one candidate per prompt from the model's renormalised distribution.
+
+        A candidate is a whole action (a string, or ``(text, 0)``) or a skill-call opening ``(text, n)`` with
+        n arguments still to choose (:func:`call_stubs`). Whole actions are scored with EOS, openings without
+        (their score is the probability of any completion starting with them). When an opening wins, its
+        arguments are chosen one at a time among ``argument_values[b]`` the same way (``a,`` between
+        arguments, ``a)`` + EOS for the last), so a call costs n small choices instead of a product of
+        argument tuples. The completion's token log-probs are those of the final text under the model.
+        """
+        rows = [[c if isinstance(c, tuple) else (c, 0) for c in cands] for cands in candidates]
+        texts = [""] * len(prompts)
+        pending = [0] * len(prompts)
+        token_lps: list[list[float]] = [[] for _ in prompts]
+        choice_logprob = [0.0] * len(prompts)
+        scored = [0] * len(prompts)
+        active = list(range(len(prompts)))
+        while active:
+            scores = self.score(
+                [prompts[b] for b in active],
+                [[text for text, _ in rows[b]] for b in active],
+                [[n == 0 for _, n in rows[b]] for b in active],
+            )
+            for b, lps in zip(active, scores, strict=True):
+                k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean" and not texts[b])
+                texts[b], pending[b] = rows[b][k]
+                token_lps[b] = lps[k]
+                choice_logprob[b] += logprob
+                scored[b] += len(rows[b])
+                if pending[b]:  # the next argument: "a," between arguments, "a)" + EOS for the last one
+                    sep = ")" if pending[b] == 1 else ","
+                    prefix = texts[b] if texts[b].endswith("(") else texts[b] + " "
+                    rows[b] = [(f"{prefix}{value}{sep}", pending[b] - 1) for value in argument_values[b]]
+            active = [b for b in active if pending[b]]
         results = []
-        for prompt, cands, token_lps in zip(prompts, candidates, scores, strict=True):
-            seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,) log-likelihoods
-            if self.candidate_score == "mean":
-                seq = seq / torch.tensor([len(lps) for lps in token_lps])  # (N,)
-            if greedy:
-                k = int(seq.argmax())
-            else:
-                k = int(torch.multinomial(torch.softmax(seq, -1), 1))
-            text = cands[k]
-            completion_ids = self.encode(text) + [self.eos_id]
-            parsed = parse_action(text)
-            extra = {"choice_logprob": float(torch.log_softmax(seq, -1)[k])}
+        for b, prompt in enumerate(prompts):
+            completion_ids = self.encode(texts[b]) + [self.eos_id]
+            extra = {"choice_logprob": choice_logprob[b]}
             results.append(
-                Completion(self.encode(prompt), completion_ids, token_lps[k], text, parsed, len(cands), extra)
+                Completion(
+                    self.encode(prompt),
+                    completion_ids,
+                    token_lps[b],
+                    texts[b],
+                    parse_action(texts[b]),
+                    scored[b],
+                    extra,
+                )
             )
         return results
+
+    @staticmethod
+    def _pick(token_lps: Sequence[Sequence[float]], greedy: bool, *, mean: bool) -> tuple[int, float]:
+        """Index of the chosen candidate and its log-probability under the renormalised distribution."""
+        seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,) log-likelihoods
+        if mean:
+            seq = seq / torch.tensor([max(1, len(lps)) for lps in token_lps])  # (N,)
+        k = int(seq.argmax()) if greedy else int(torch.multinomial(torch.softmax(seq, -1), 1))
+        return k, float(torch.log_softmax(seq, -1)[k])
 
 
 def _select_cache(cache: Any, index: torch.Tensor) -> Any:
     """A cache holding rows ``index`` (n,) of ``cache`` (B, ...); ``cache`` itself is left untouched."""
     if hasattr(cache, "layers") and hasattr(cache, "batch_select_indices"):
         sub = copy.copy(cache)
-        sub.layers = [
-            copy.copy(layer) for layer in cache.layers
-        ]  # layers re-bind keys/values: shallow is safe
+        sub.layers = [copy.copy(layer) for layer in cache.layers]  # layers re-bind keys/values: shallow is safe
         sub.batch_select_indices(index)
         return sub
     if isinstance(cache, tuple):  # legacy ((k, v), ...) with k: (B, heads, P, d)
@@ -500,9 +553,7 @@ def completion_logprobs(
     clen = torch.tensor([len(c) for c in completion_ids], device=device)  # (B,)
     steps = torch.arange(tmax, device=device)  # (T,)
     mask = (steps[None] < clen[:, None]).float()  # (B, T)
-    pred_pos = (plen[:, None] - 1 + steps[None]).clamp(
-        max=width - 1
-    )  # (B, T): position predicting each token
+    pred_pos = (plen[:, None] - 1 + steps[None]).clamp(max=width - 1)  # (B, T): position predicting each token
     tok_pos = (plen[:, None] + steps[None]).clamp(max=width - 1)  # (B, T)
     sel = logits.gather(1, pred_pos[..., None].expand(-1, -1, logits.shape[-1])).float()  # (B, T, V)
     logp_all = F.log_softmax(sel / temperature, dim=-1)  # (B, T, V)
@@ -524,10 +575,12 @@ class PolicyAgent:
     Args:
         policy: the :class:`LLMPolicy`.
         greedy: act greedily (evaluation) instead of sampling.
+        skill_library: the library every chain starts from (a trained SAGE agent's skill bank); the evaluator
+            passes it to ``env.reset``. None = the env's own (empty per chain).
     """
 
-    def __init__(self, policy: LLMPolicy, *, greedy: bool = True):
-        self.policy, self.greedy = policy, greedy
+    def __init__(self, policy: LLMPolicy, *, greedy: bool = True, skill_library: Any = None):
+        self.policy, self.greedy, self.skill_library = policy, greedy, skill_library
         self.tokens_generated = 0
         self._histories: list[list[tuple[str, str]]] = []
         self._last: list[tuple[str, str] | None] = []
@@ -561,15 +614,24 @@ class PolicyAgent:
         return [c.action.text for c in completions]
 
 
-def make_policy_agent(model_path: str, *, greedy: bool = True, **policy_kwargs: Any) -> PolicyAgent:
+def make_policy_agent(
+    model_path: str, *, greedy: bool = True, skills_path: str | None = None, **policy_kwargs: Any
+) -> PolicyAgent:
     """Entry-point factory: load a local HF causal LM folder and wrap it as a :class:`PolicyAgent`.
 
-    ``policy_kwargs`` go to :class:`LLMPolicy` (e.g. ``constrained=True``).
+    Args:
+        model_path: the model folder (``save_pretrained`` output, e.g. a checkpoint's ``model/``).
+        greedy: act greedily.
+        skills_path: a folder of SKILL.md folders every chain starts from (a checkpoint's ``skill_library/``);
+            None = no starting library.
+        **policy_kwargs: :class:`LLMPolicy` options (e.g. ``constrained=True``).
     """
     from sage_agents.models import load_policy
+    from sage_envs.skills import SkillLibrary
 
     model, tokenizer = load_policy(model_path)
     model.eval()
-    agent = PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy)
+    library = SkillLibrary.load(skills_path) if skills_path else None
+    agent = PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy, skill_library=library)
     agent.model_id = str(model_path)  # recorded as "model" in leaderboard summaries
     return agent

@@ -7,8 +7,9 @@ A third-party package adds an agent with no change here::
 
 An agent has ``act(observation, info) -> str`` (the action text for ``env.step``) and may have ``reset()``
 (called at each chain start; given ``seed=`` when its signature takes one), ``act_batch(observations, infos) ->
-list[str]``, ``train(...)`` and ``tokens_generated`` (a running count of generated tokens the evaluator reads;
-agents without it are charged the whitespace-separated words of their actions).
+list[str]``, ``train(...)``, ``tokens_generated`` (a running count of generated tokens the evaluator reads;
+agents without it are charged the whitespace-separated words of their actions) and ``skill_library`` (a
+``sage_envs.SkillLibrary`` the evaluator starts every chain from: a trained agent's learned skills).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import random
@@ -38,6 +39,7 @@ from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
+from sage_envs.skills import SkillLibrary
 
 TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
 
@@ -96,9 +98,7 @@ class Trainer:
         if cfg.beta > 0:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        with (
-            warnings.catch_warnings()
-        ):  # torch renamed broadcast_buffers; accelerate does not pass the new name
+        with warnings.catch_warnings():  # torch renamed broadcast_buffers; accelerate does not pass the new name
             warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
             self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.policy = LLMPolicy(
@@ -111,7 +111,7 @@ class Trainer:
             constrained=cfg.constrained,
             skill_calls=cfg.skill_calls,
             skill_templates=cfg.skill_templates,
-            max_call_candidates=cfg.max_call_candidates,
+            max_argument_options=cfg.max_argument_options,
             candidate_score=cfg.candidate_score,
             max_prompt_tokens=cfg.max_prompt_tokens,
         )
@@ -121,6 +121,8 @@ class Trainer:
         self.chain_rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.last_rollouts: list[ChainRollout] = []
+        # The program skills the skill-integrated reward paid for; the trained agent's library (docs/agents.md).
+        self.skill_bank = SkillLibrary()
         self.out = Path(cfg.output_dir)
         self.ckpt_dir = self.out / "checkpoints"
         self.reskill = None  # algo="reskill": per-slot library versions, skill creation (docs/reskill.md)
@@ -175,7 +177,7 @@ class Trainer:
         seeds = [base + i for i in range(len(chains))]
         self.model.eval()
         libraries = self.reskill.assign(len(chains)) if self.reskill is not None else None
-        return rollout_chains(
+        rollouts = rollout_chains(
             self.envs,
             self.policy,
             chains,
@@ -183,6 +185,24 @@ class Trainer:
             stop_on_no_action=cfg.no_action_penalty is not None,
             skill_libraries=libraries,
         )
+        self.bank_skills(rollouts)
+        return rollouts
+
+    def bank_skills(self, rollouts: Sequence[ChainRollout]) -> None:
+        """Keep each program skill SAGE's reward paid for: made in task k, called by a later task j, both completed.
+
+        The bank is the library a trained agent starts every chain from at evaluation (``skill_library/`` in
+        each checkpoint): skills persist beyond the chain that made them. A newer definition of a name
+        becomes its new version.
+        """
+        for env, ro in zip(self.envs, rollouts, strict=True):
+            paid = {k for j, k in ro.reuse if ro.task_success[j] and ro.task_success[k]}
+            library = getattr(env.unwrapped, "library", None) if paid else None
+            for skill in library.programs() if isinstance(library, SkillLibrary) else ():
+                if skill.created_in_task not in paid:
+                    continue
+                if skill.name not in self.skill_bank or self.skill_bank.get(skill.name).source != skill.source:
+                    self.skill_bank.add(dataclasses.replace(skill, uses=0))
 
     def build_rows(self, rollouts: Sequence[ChainRollout]) -> tuple[list[dict[str, Any]], dict[str, float]]:
         """Rewards and per-position advantages for each group, then one row per policy turn."""
@@ -399,7 +419,8 @@ class Trainer:
         """Write ``checkpoints/step_N`` atomically: a temporary folder renamed with ``os.replace``.
 
         Holds the model + tokenizer (``save_pretrained``), the optimizer, every process's RNG states, the
-        trainer state (step, chain sampler) and the skill library (last chain's, plus the persistent one).
+        trainer state (step, chain sampler), the last chains' libraries, the persistent ones, and the skill bank
+        (``skill_bank.json`` with history, ``skill_library/`` as SKILL.md folders).
         """
         acc = self.accelerator
         final = self.ckpt_dir / f"step_{self.step:07d}"
@@ -420,6 +441,8 @@ class Trainer:
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
             summaries = [ro.library for ro in self.last_rollouts]
             (tmp / "skill_library.json").write_text(json.dumps(summaries, indent=2))
+            (tmp / "skill_bank.json").write_text(json.dumps(self.skill_bank.to_dict()))
+            self.skill_bank.save(tmp / "skill_library")  # SKILL.md folders, for the evaluator and for people
             if self.reskill is not None:
                 self.reskill.save(tmp, self.step)
         acc.wait_for_everyone()
@@ -471,6 +494,8 @@ class Trainer:
             self.chain_rng.bit_generator.state = rng["chain_rng"]
         if self.reskill is not None:
             self.reskill.load(path, self.step)
+        if (path / "skill_bank.json").exists():
+            self.skill_bank = SkillLibrary.from_dict(json.loads((path / "skill_bank.json").read_text()))
         library_file = path / f"skill_libraries_{self.rank}.json"
         if library_file.exists():
             for env, state in zip(self.envs, json.loads(library_file.read_text()), strict=True):

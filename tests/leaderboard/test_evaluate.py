@@ -104,3 +104,25 @@ def test_sage_cli_reaches_the_evaluator(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["n_chains"] == 2
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_an_agent_with_a_skill_library_starts_every_chain_from_it():
+    from sage_envs.skills import SkillLibrary
+    from sage_envs.skills.dsl import parse_definition
+
+    class LibraryAgent(ScriptedAgent):
+        def __init__(self):
+            skill, _ = parse_definition("skill visit(x):\n    go to {x}")
+            self.skill_library = SkillLibrary([skill])
+            self.seen = []
+
+        def act(self, observation, info):
+            self.seen.append([s["name"] for s in info["skill_library"]])
+            return super().act(observation, info)
+
+    env = gym.make(TOY_ID, expert_plan=True)
+    agent = LibraryAgent()
+    for chain in (0, 1):
+        play_chain(env, agent, chain=chain, seed=0)
+    assert agent.seen and all(names[:1] == ["visit"] for names in agent.seen)
+    assert agent.skill_library.get("visit").uses == 0  # the env plays on a copy

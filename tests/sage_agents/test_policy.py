@@ -6,8 +6,9 @@ import torch
 from sage_agents.policy import (
     LLMPolicy,
     PolicyAgent,
+    argument_options,
     build_prompt,
-    call_candidates,
+    call_stubs,
     completion_logprobs,
     parse_action,
     skill_signatures,
@@ -70,14 +71,16 @@ def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
     assert "History" not in small.prompt(OBS, history, ADM)  # history dropped to fit
 
 
-def test_skill_signatures_and_call_candidates():
+def test_skill_signatures_call_stubs_and_argument_options():
     skills = "Program skills (call NAME(args)):\n- fetch(item, box): get it\n- noop()"
     assert skill_signatures(skills) == [("fetch", ["item", "box"]), ("noop", [])]
-    cands = call_candidates(skills, "take the coin", ADM, limit=3)  # entities named in the task come first
-    assert cands[:3] == [f"call fetch(coin 1, box {i})" for i in (1, 3, 2)]
-    assert "call noop()" in cands
-    with_template = call_candidates("", "take the coin", ADM, templates=[DEF], limit=1)
-    assert with_template == [f"{DEF}\ncall fetch(coin 1, box 1)"]
+    assert call_stubs(skills) == [("call fetch(", 2), ("call noop()", 0)]
+    assert call_stubs("", [DEF]) == [(f"{DEF}\ncall fetch(", 2)]
+    assert call_stubs(skills, [DEF]) == call_stubs(skills)  # a template whose name is in the library is not offered
+    values = argument_options("take the coin", "You see box 2.", ADM)
+    assert values[:2] == ["coin 1", "coin"]  # task-named values first: the entity, its type, then task words
+    assert set(values) == {"coin 1", "coin", "take", "box 2", "box 1", "box 3", "box"}
+    assert argument_options("take the coin", "", ADM, limit=1) == ["coin 1"]
 
 
 def test_generation_logprobs_match_training_forward(tiny):
@@ -123,11 +126,15 @@ def test_constrained_choice_greedy_and_sampled(tiny):
     info = {"admissible_commands": ADM}
     skills = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
     out = policy.act_batch([skills], [info], [[]], greedy=True)[0]
-    scores = policy.score(
-        [policy.prompt(skills, [], ADM)], [ADM + call_candidates(skills["skills"], OBS["task"], ADM)]
-    )
-    best = max(range(len(scores[0])), key=lambda i: sum(scores[0][i]))
-    assert out.num_candidates == len(scores[0]) and out.logprobs == scores[0][best]
+    prompt = policy.prompt(skills, [], ADM)
+    scores = policy.score([prompt], [[*ADM, "call fetch("]], [[True] * len(ADM) + [False]])[0]
+    best = max(range(len(scores)), key=lambda i: sum(scores[i]))
+    if best < len(ADM):  # a command won outright
+        assert out.text == ADM[best] and out.num_candidates == len(ADM) + 1 and out.logprobs == scores[best]
+    else:  # a call: two more greedy choices, one per argument, over the argument options
+        assert out.action.kind == "call" and out.num_candidates == len(ADM) + 1 + 2 * 7
+    ref, _, _ = completion_logprobs(model, [policy.encode(prompt)], [out.completion_ids], pad_id=tok.pad_token_id)
+    assert torch.allclose(torch.tensor(out.logprobs), ref[0], atol=1e-4)  # the completion's own log-probs
     assert out.completion_ids[-1] == tok.eos_token_id and out.action.parseable
     policy.candidate_score = "mean"
     torch.manual_seed(0)
@@ -162,3 +169,16 @@ def test_chat_template_is_used_when_present(tiny):
     out = policy.act_batch([OBS], [{"admissible_commands": ADM}], [[]], greedy=True)[0]
     assert out.prompt_ids[0] == chat_tok.bos_token_id and out.text in ADM
     assert not LLMPolicy(model, chat_tok, use_chat_template=False).prompt(OBS, [], ADM).startswith("<bos>")
+
+
+def test_call_arguments_are_chosen_one_at_a_time(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok)
+    prompt = policy.prompt(OBS, [], ADM)
+    out = policy.choose([prompt], [[("call fetch(", 2)]], [["coin 1", "box 2"]], greedy=True)[0]
+    first = policy.score([prompt], [["call fetch(coin 1,", "call fetch(box 2,"]], [[False, False]])[0]
+    a = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(first[i]))]
+    second = policy.score([prompt], [[f"call fetch({a}, coin 1)", f"call fetch({a}, box 2)"]])[0]
+    b = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(second[i]))]
+    assert out.text == f"call fetch({a}, {b})" and out.action.kind == "call" and out.num_candidates == 5
+    assert out.logprobs == second[["coin 1", "box 2"].index(b)]  # the final text's tokens, EOS included

@@ -1,5 +1,6 @@
 import ast
 import copy
+import dataclasses
 import inspect
 import json
 import os
@@ -177,3 +178,28 @@ def test_every_metric_is_documented(tiny, tmp_path):
         assert re.sub(r"pos\d+$", "pos{k}", key) in docs, key
     for field in TrainConfig.__dataclass_fields__:
         assert f"`{field}`" in docs, field
+
+
+def test_skill_bank_keeps_only_skills_the_reward_paid_for():
+    from types import SimpleNamespace
+
+    from sage_agents.rollout import ChainRollout
+    from sage_envs.skills import SkillLibrary
+    from sage_envs.skills.dsl import parse_definition
+
+    def skill(name, task):
+        made, _ = parse_definition(f"skill {name}(x):\n    go to {{x}}")
+        return dataclasses.replace(made, created_in_task=task)
+
+    def env(*skills):
+        return SimpleNamespace(unwrapped=SimpleNamespace(library=SkillLibrary(skills)))
+
+    paid = ChainRollout(chain=0, task_success=[True, True], reuse={(1, 0)})  # made in 0, reused by a success
+    failed_reuser = ChainRollout(chain=0, task_success=[True, False], reuse={(1, 0)})
+    never_reused = ChainRollout(chain=0, task_success=[True, True])
+    trainer = SimpleNamespace(skill_bank=SkillLibrary())
+    trainer.envs = [env(skill("kept", 0), skill("late", 1)), env(skill("a", 0)), env(skill("b", 0))]
+    Trainer.bank_skills(trainer, [paid, failed_reuser, never_reused])
+    assert trainer.skill_bank.names() == ["kept"] and trainer.skill_bank.get("kept").uses == 0
+    Trainer.bank_skills(trainer, [paid, failed_reuser, never_reused])  # the same definition again: no new version
+    assert len(trainer.skill_bank.history("kept")) == 1

@@ -129,6 +129,17 @@ SKILLS = {
 _PUT_FORMS = {"put": "put {obj} in/on {place}", "move": "move {obj} to {place}"}
 
 
+def skill_definition(name: str, put_form: str = "move") -> str:
+    """The DSL definition of the expert's skill ``name``; its put line tries ``put_form`` (``put``/``move``) first.
+
+    Official games say "put X in/on Y", generated games "move X to Y"; the other form is the fallback.
+    ``[skill_definition(n) for n in SKILLS]`` are the skill templates a constrained-decoding policy can offer.
+    """
+    second = "move" if put_form == "put" else "put"
+    put = f'{_PUT_FORMS[put_form]}\n    if "Nothing happens" in observation:\n        {_PUT_FORMS[second]}'
+    return SKILLS[name].replace("PUT", put)
+
+
 @dataclass(frozen=True)
 class TaskGoal:
     """What a task sentence asks for."""
@@ -466,7 +477,4 @@ class AlfworldExpert:
 
     def _definition(self, name: str) -> str:
         """The definition text; the put line uses the game's form first and the other form as fallback."""
-        first = self._put_form or "move"
-        second = "move" if first == "put" else "put"
-        put = f'{_PUT_FORMS[first]}\n    if "Nothing happens" in observation:\n        {_PUT_FORMS[second]}'
-        return SKILLS[name].replace("PUT", put)
+        return skill_definition(name, self._put_form or "move")

@@ -1,0 +1,299 @@
+"""The main job (``make demo``, ``sage demo``): expert chains -> SFT -> GRPO vs SAGE -> leaderboard, on a CPU.
+
+Stages, each resumable (a finished stage is skipped on a rerun; the RL arms resume from their last checkpoint and
+the evaluations from their episode logs):
+
+1. **expert**: the observation-only ALFWorld expert plays generated ``train`` chains twice, with program skills
+   (it defines a skill on first need and calls it afterwards) and without; every turn of a completed task becomes
+   a ``(prompt, completion)`` pair in the policy's own prompt format.
+2. **sft**: a tiny causal LM (word-level tokenizer built from the env vocabulary) is warm-started on both sets
+   of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves both RL arms.
+3. **train**: two arms from that checkpoint with the same budget and seed: GRPO without skills
+   (``skills="none"``, outcome reward) and SAGE (program skills, skill-integrated reward, sequential rollout).
+   Both act by constrained decoding; SAGE may also choose the expert's skill definitions as templates.
+4. **evaluate**: random, expert, SFT, GRPO and SAGE on generated ``valid_unseen`` chains through the leaderboard
+   evaluator (SAGE starts every chain from the skills its reward paid for during training).
+5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), ``results.json`` and plots (learning
+   curves, success vs tokens).
+
+``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_ID = "SageChain-ALFWorld-v0"
+ARMS = ("grpo", "sage")
+
+
+@dataclass
+class DemoConfig:
+    """Settings of :func:`run_demo`; each field is documented right below it."""
+
+    output_dir: str = "runs/demo"
+    """Where every stage writes (pairs, models, runs, results, plots)."""
+    seed: int = 0
+    """Seed of the tiny model, SFT data order, RL sampling and chain order (the same for both arms)."""
+    quick: bool = False
+    """Smoke run: a few chains and steps per stage (about two minutes), for tests."""
+
+    # ------------------------------------------------------------------ environment
+    chain_length: int = 2
+    """Tasks per chain (SAGE uses 2)."""
+    max_steps_per_task: int = 30
+    """Agent turns per task before it fails (the expert needs ~11 without skills, ~4 with)."""
+
+    # ------------------------------------------------------------------ expert data and SFT
+    expert_chains: int = 300
+    """Generated train chains the expert plays (each with and without skills)."""
+    tiny_hidden: int = 128
+    """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
+    tiny_layers: int = 4
+    """Layers of the tiny model."""
+    sft_epochs: float = 2.0
+    """Passes over the expert pairs."""
+    sft_lr: float = 2e-3
+    """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
+    sft_batch_size: int = 32
+    """Pairs per SFT step."""
+    history_turns: int = 2
+    """(observation, action) pairs of the current task in the prompt (compact prompts win at fixed wall time)."""
+
+    # ------------------------------------------------------------------ RL arms
+    rl_steps: int = 20
+    """GRPO/SAGE optimisation steps per arm."""
+    group_size: int = 8
+    """Rollouts per group (G)."""
+    rl_lr: float = 2e-5
+    """RL learning rate (calibration: <= 1e-4 or a tiny model collapses)."""
+    beta: float = 0.04
+    """KL coefficient to the SFT model (calibration: GRPO without clipping/KL collapsed)."""
+    candidate_score: str = "sum"
+    """Constrained-decoding score (``sum`` = the LM's renormalised sequence distribution)."""
+
+    # ------------------------------------------------------------------ evaluation
+    eval_split: str = "valid_unseen"
+    """Split the agents are compared on (scenes never seen in training)."""
+    eval_chains: int = 100
+    """Chains per agent (at least 100 for a comparison: differences under ~20 points are noise at n = 25)."""
+    eval_seeds: list[int] = field(default_factory=lambda: [0])
+    """Episode seeds of the evaluation."""
+    workers: int = 2
+    """Evaluation processes."""
+
+    def __post_init__(self) -> None:
+        if self.quick:
+            quick = {
+                "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
+                "group_size": 2, "eval_chains": 3, "max_steps_per_task": 8, "workers": 1,
+            }  # fmt: skip
+            for name, value in quick.items():
+                setattr(self, name, value)
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm)."""
+        return {"chain_length": self.chain_length, "max_steps_per_task": self.max_steps_per_task}
+
+
+# ---------------------------------------------------------------------------------------------- stages
+def skill_templates() -> list[str]:
+    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call candidates."""
+    from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+
+    return [skill_definition(name) for name in SKILLS]
+
+
+def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
+    """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``)."""
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_agents.models import build_tiny_model
+    from sage_agents.policy import LLMPolicy
+    from sage_agents.sft import collect_expert_pairs
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    path = out / "expert" / "pairs.jsonl"
+    if path.exists():
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    model, tokenizer = build_tiny_model(skill_templates(), hidden=32, layers=1)  # only formats prompts here
+    prompter = LLMPolicy(model, tokenizer, history_turns=cfg.history_turns)
+    pairs = []
+    for skills in ("program", "none"):
+        env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
+        expert = AlfworldExpert(use_skills=skills != "none")
+        pairs += collect_expert_pairs(env, expert, prompter, range(cfg.expert_chains), seed=cfg.seed)
+        env.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    tmp.replace(path)
+    return pairs
+
+
+def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
+    """Stage 2: the tiny model warm-started on the expert pairs (``sft/model``)."""
+    from sage_agents.models import build_tiny_model, build_tokenizer, count_parameters
+    from sage_agents.sft import sft_warm_start
+
+    path = out / "sft" / "model"
+    if (path / "config.json").exists():
+        return path
+    tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in pairs])
+    model, tokenizer = build_tiny_model(tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
+    start = time.perf_counter()
+    metrics = sft_warm_start(
+        model, tokenizer, pairs, output_dir=str(out / "sft" / "trl"), epochs=cfg.sft_epochs, lr=cfg.sft_lr,
+        batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024,
+    )  # fmt: skip
+    metrics.update(parameters=count_parameters(model), pairs=len(pairs), wall_seconds=time.perf_counter() - start)
+    tmp = path.with_name("model.tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (out / "sft" / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    tmp.replace(path)
+    return path
+
+
+def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Any:
+    """The TrainConfig of one RL arm; the arms differ only in algorithm, skills and templates."""
+    from sage_agents.config import TrainConfig
+
+    skills = "program" if arm == "sage" else "none"
+    return TrainConfig(
+        algo=arm, env_kwargs={**cfg.env_kwargs, "skills": skills}, model_path=str(sft), constrained=True,
+        skill_templates=skill_templates() if arm == "sage" else [], candidate_score=cfg.candidate_score,
+        history_turns=cfg.history_turns, group_size=cfg.group_size, total_steps=cfg.rl_steps, lr=cfg.rl_lr,
+        beta=cfg.beta, seed=cfg.seed, output_dir=str(out / arm), save_every=5, resume=True,
+        micro_batch_size=32, report_to=["jsonl"],
+    )  # fmt: skip
+
+
+def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Path:
+    """Stage 3: one RL arm; returns its final checkpoint folder (``model/`` + ``skill_library/``)."""
+    from sage_agents.trainer import Trainer
+
+    config = arm_config(cfg, out, arm, sft)
+    trainer = Trainer(config)
+    try:
+        if trainer.step < config.total_steps:
+            trainer.train()
+        return trainer.latest_checkpoint()
+    finally:
+        trainer.close()
+
+
+def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str, tuple[str, dict, dict]]:
+    """``label -> (registered agent, agent kwargs, env kwargs)`` of every agent the demo evaluates."""
+    none = {**cfg.env_kwargs, "skills": "none"}
+    program = {**cfg.env_kwargs, "skills": "program"}
+    policy = {"constrained": True, "history_turns": cfg.history_turns}
+    sage_kwargs = {"model_path": str(arms["sage"] / "model"), "skill_templates": skill_templates(), **policy}
+    if (arms["sage"] / "skill_library").is_dir():
+        sage_kwargs["skills_path"] = str(arms["sage"] / "skill_library")
+    return {
+        "random": ("random", {}, none),
+        "expert": ("expert", {}, program),
+        "sft": ("policy", {"model_path": str(sft), **policy}, none),
+        "grpo": ("grpo", {"model_path": str(arms["grpo"] / "model"), **policy}, none),
+        "sage": ("sage", sage_kwargs, program),
+    }
+
+
+def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]) -> list[dict[str, Any]]:
+    """Stage 4: every agent on the same ``eval_split`` chains through the leaderboard evaluator (resumable)."""
+    from leaderboard.evaluate import EvalConfig, evaluate
+
+    summaries = []
+    for label, (agent, agent_kwargs, env_kwargs) in agent_entries(cfg, sft, arms).items():
+        config = EvalConfig(
+            agent=agent, label=label, split=cfg.eval_split, num_chains=cfg.eval_chains, seeds=list(cfg.eval_seeds),
+            agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"), workers=cfg.workers,
+        )  # fmt: skip
+        summaries.append(evaluate(config))
+    return summaries
+
+
+# ---------------------------------------------------------------------------------------------- report
+def comparison(summaries: list[dict[str, Any]]) -> dict[str, float]:
+    """SAGE vs GRPO: SGC points gained, and the relative cut in steps and generated tokens per task."""
+    by = {s["agent"]: s for s in summaries}
+    sage, grpo = by["sage"], by["grpo"]
+
+    def cut(key: str) -> float:
+        return 1.0 - sage[key] / grpo[key] if grpo[key] else 0.0
+
+    return {"sgc_gain_points": 100 * (sage["sgc"] - grpo["sgc"]), "steps_cut": cut("mean_steps"),
+            "tokens_cut": cut("mean_tokens")}  # fmt: skip
+
+
+def plot(out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
+    """Learning curves of the arms (success per step) and success vs tokens of every agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm in ARMS:
+        metrics = out / arm / "metrics.jsonl"
+        if metrics.exists():
+            rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+            ax.plot([r["charts/step"] for r in rows], [r["env/task_success"] for r in rows], marker=".", label=arm)
+    ax.set(xlabel="RL step", ylabel="training task success (TGC of the step's group)", title="Learning curves")
+    ax.legend()
+    paths.append(out / "learning_curves.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s in summaries:
+        ax.scatter(s["mean_tokens"], 100 * s["tgc"])
+        ax.annotate(s["agent"], (s["mean_tokens"], 100 * s["tgc"]), textcoords="offset points", xytext=(4, 4))
+    ax.set(xlabel="generated tokens per task", ylabel="TGC (%)", title="Success vs tokens (valid_unseen)")
+    paths.append(out / "success_vs_tokens.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def run_demo(cfg: DemoConfig) -> dict[str, Any]:
+    """Run every stage (skipping finished ones) and write ``results.json``, ``RESULTS.md`` and the plots."""
+    from rich.console import Console
+
+    from leaderboard.render import render_markdown
+
+    console, out, start = Console(), Path(cfg.output_dir), time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    console.rule("[bold]1/5 expert chains")
+    pairs = expert_pairs(cfg, out)
+    console.print(f"{len(pairs)} (prompt, action) pairs from {cfg.expert_chains} chains x 2 modes")
+    console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
+    sft = sft_model(cfg, out, pairs)
+    arms = {}
+    for i, arm in enumerate(ARMS):
+        console.rule(f"[bold]3/5 RL arm {i + 1}/{len(ARMS)}: {arm}")
+        arms[arm] = train_arm(cfg, out, arm, sft)
+    console.rule(f"[bold]4/5 evaluation on {cfg.eval_split}")
+    summaries = evaluate_agents(cfg, out, sft, arms)
+    console.rule("[bold]5/5 report")
+    table = render_markdown(summaries)
+    result = {"comparison": comparison(summaries), "summaries": summaries, "wall_seconds": time.perf_counter() - start,
+              "config": dataclasses.asdict(cfg)}  # fmt: skip
+    (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    (out / "RESULTS.md").write_text(table)
+    plot(out, summaries)
+    console.print(table)
+    console.print(f"SAGE vs GRPO: {json.dumps(result['comparison'])}; wall {result['wall_seconds']:.0f} s")
+    return result
