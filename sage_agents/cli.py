@@ -54,8 +54,19 @@ def evaluate(
     constrained: Annotated[bool, typer.Option(help="Score admissible commands + skill calls.")] = True,
     env_kwargs: Annotated[str, typer.Option(help="JSON dict of gymnasium.make kwargs.")] = "{}",
     seed: Annotated[int, typer.Option(help="Reset seed base.")] = 0,
+    history_turns: Annotated[
+        int, typer.Option(help="(observation, action) pairs of the current task in the prompt (as in training).")
+    ] = 3,
+    show_admissible: Annotated[
+        bool, typer.Option(help="List the admissible commands in the prompt (as in training).")
+    ] = True,
+    candidate_score: Annotated[str, typer.Option(help="Constrained-decoding score: sum or mean.")] = "sum",
 ) -> None:
-    """Greedy evaluation of a local model; prints the env/ metrics as JSON."""
+    """Greedy evaluation of a local model; prints the env/ metrics as JSON.
+
+    The prompt options must match the ones the model was trained with (TrainConfig ``history_turns``,
+    ``show_admissible``, ``candidate_score``); the defaults are TrainConfig's.
+    """
     import gymnasium as gym
 
     import sage_envs  # noqa: F401  (registers the env ids)
@@ -65,7 +76,14 @@ def evaluate(
 
     model, tokenizer = load_policy(model_path)
     model.eval()
-    policy = LLMPolicy(model, tokenizer, constrained=constrained)
+    policy = LLMPolicy(
+        model,
+        tokenizer,
+        constrained=constrained,
+        history_turns=history_turns,
+        show_admissible=show_admissible,
+        candidate_score=candidate_score,
+    )
     env = gym.make(env_id, split=split, **json.loads(env_kwargs))
     rollouts = []
     for chain in range(min(num_chains, env.unwrapped.num_chains)):

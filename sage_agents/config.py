@@ -96,6 +96,10 @@ class TrainConfig:
     """Candidate score in constrained decoding: ``sum`` (log-likelihood) or ``mean`` (per-token mean)."""
     history_turns: int = 3
     """(observation, action) pairs of the current task kept in the prompt."""
+    earlier_actions: int = 20
+    """The task's actions before the history window listed in the prompt (a cheap memory against loops)."""
+    show_admissible: bool = True
+    """List the admissible commands in the prompt (redundant with constrained decoding, and costly)."""
     max_new_tokens: int = 64
     """Generation budget per turn (free generation)."""
     max_prompt_tokens: int = 1024
@@ -186,7 +190,7 @@ class TrainConfig:
         for name in positive_ints:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 fail(name, "must be a positive integer", "set it to 1 or more")
-        for name in ("total_steps", "warmup_steps", "save_every", "history_turns"):
+        for name in ("total_steps", "warmup_steps", "save_every", "history_turns", "earlier_actions"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 fail(name, "must be a non-negative integer", "set it to 0 or more")
         if not self.lr > 0:

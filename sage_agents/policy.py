@@ -98,6 +98,7 @@ def build_prompt(
     skills: str = "",
     admissible: Sequence[str] = (),
     *,
+    earlier_actions: Sequence[str] = (),
     max_admissible: int = 60,
     max_observation_chars: int = 600,
 ) -> str:
@@ -109,6 +110,8 @@ def build_prompt(
         history: earlier ``(observation, action)`` pairs of this task, oldest first (already windowed).
         skills: the library text from the observation's ``skills`` field.
         admissible: the admissible commands (empty: the section is left out).
+        earlier_actions: this task's actions before ``history``, oldest first: a cheap memory of where the
+            agent has been, so that a short history window does not send it round in circles.
         max_admissible: list at most this many commands.
         max_observation_chars: cut each history observation to this many characters.
 
@@ -118,6 +121,8 @@ def build_prompt(
     parts = [f"Task: {task.strip()}"]
     if skills.strip():
         parts.append(f"Skills:\n{skills.strip()}")
+    if earlier_actions:
+        parts.append("Earlier actions: " + "; ".join(_action_line(a) for a in earlier_actions))
     if history:
         turns = [f"{_cut(obs, max_observation_chars)}\n> {act.strip()}" for obs, act in history]
         parts.append("History:\n" + "\n".join(turns))
@@ -125,6 +130,12 @@ def build_prompt(
     if admissible:
         parts.append("Admissible: " + ", ".join(list(admissible)[:max_admissible]))
     return "\n".join(parts) + "\nAction:\n"
+
+
+def _action_line(action: str) -> str:
+    """One line for an action: a skill definition (+ calls) is shown by its last call line."""
+    lines = [line.strip() for line in action.strip().split("\n") if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _cut(text: str, limit: int) -> str:
@@ -208,6 +219,7 @@ class LLMPolicy:
         model: any Hugging Face causal LM.
         tokenizer: its tokenizer (left padding is set here).
         history_turns: (observation, action) pairs of the current task kept in the prompt.
+        earlier_actions: the task's actions before those turns listed in the prompt (at most this many).
         max_new_tokens: generation budget per turn (free generation).
         temperature: softmax temperature of the token distribution (sampling and log-probs).
         top_p: nucleus sampling threshold in free generation (1.0 = off; log-probs ignore it).
@@ -229,6 +241,7 @@ class LLMPolicy:
         tokenizer: Any,
         *,
         history_turns: int = 3,
+        earlier_actions: int = 20,
         max_new_tokens: int = 64,
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -243,7 +256,7 @@ class LLMPolicy:
     ):
         self.model, self.tokenizer = model, tokenizer
         self.tokenizer.padding_side = "left"
-        self.history_turns, self.max_new_tokens = history_turns, max_new_tokens
+        self.history_turns, self.earlier_actions, self.max_new_tokens = history_turns, earlier_actions, max_new_tokens
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
@@ -261,10 +274,16 @@ class LLMPolicy:
     # ------------------------------------------------------------------ prompts
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
-        history = list(history)[-self.history_turns :] if self.history_turns > 0 else []
+        history = list(history)
+        recent = history[len(history) - self.history_turns :] if self.history_turns > 0 else []
+        earlier = [act for _, act in history[: len(history) - len(recent)]][-self.earlier_actions :]
+        earlier = earlier if self.earlier_actions > 0 else []
+        history = recent
         admissible = admissible if self.show_admissible else ()
         while True:
-            text = build_prompt(obs["task"], obs["observation"], history, obs.get("skills", ""), admissible)
+            text = build_prompt(
+                obs["task"], obs["observation"], history, obs.get("skills", ""), admissible, earlier_actions=earlier
+            )
             text = self.render(text)
             if not history or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens:
                 return text

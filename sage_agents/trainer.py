@@ -105,6 +105,7 @@ class Trainer:
             self.accelerator.unwrap_model(self.model),
             tokenizer,
             history_turns=cfg.history_turns,
+            earlier_actions=cfg.earlier_actions,
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
@@ -114,6 +115,7 @@ class Trainer:
             max_argument_options=cfg.max_argument_options,
             candidate_score=cfg.candidate_score,
             max_prompt_tokens=cfg.max_prompt_tokens,
+            show_admissible=cfg.show_admissible,
         )
         n_envs = cfg.group_size * cfg.chains_per_step
         self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)

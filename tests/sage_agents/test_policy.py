@@ -66,7 +66,11 @@ def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
     history = [(f"you see drawer {i}", f"examine drawer {i}") for i in range(5)]
     prompt = policy.prompt(OBS, history, ADM)
     assert "> examine drawer 3\nyou see drawer 4\n> examine drawer 4" in prompt
-    assert "drawer 2" not in prompt  # only the last 2 turns
+    assert "Earlier actions: examine drawer 0; examine drawer 1; examine drawer 2\n" in prompt  # actions only
+    assert "you see drawer 2" not in prompt  # observations of the last 2 turns only
+    windowed = LLMPolicy(model, tok, history_turns=2, earlier_actions=1).prompt(OBS, history, ADM)
+    assert "Earlier actions: examine drawer 2\n" in windowed and "drawer 1" not in windowed
+    assert "Earlier" not in LLMPolicy(model, tok, history_turns=2, earlier_actions=0).prompt(OBS, history, ADM)
     small = LLMPolicy(model, tok, history_turns=3, max_prompt_tokens=10)
     assert "History" not in small.prompt(OBS, history, ADM)  # history dropped to fit
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from sage_envs import SageChainEnv, Skill, SkillLibrary
 from sage_envs.error import InvalidConfigError
+from sage_envs.skills import parse_definition
 
 from .toy_domain import ToyDomain
 
@@ -225,3 +226,75 @@ def test_vector_envs(vector_cls):
     obs, reward, terminated, truncated, info = envs.step(("go to box 1", "look"))
     assert reward.shape == (2,) and list(info["action_kind"]) == ["command", "command"]
     envs.close()
+
+
+def test_skills_text_follows_every_library_change():
+    env = make()
+    obs, _ = env.reset(options={"chain": 0})
+    assert obs["skills"] == ""
+    obs, *_ = env.step(FIND_SKILL)
+    assert "fetch(item): search every box" in obs["skills"]
+    env.library.get("fetch").description = "edited in place"  # a user may edit a live skill
+    obs, *_ = env.step("look")
+    assert "fetch(item): edited in place" in obs["skills"] and "search every box" not in obs["skills"]
+    env.library = SkillLibrary([Skill(name="tip", kind="guidance", text="Open boxes.")])  # or swap the library
+    env.skills_mode = "both"
+    obs, *_ = env.step("look")
+    assert obs["skills"] == "Guidance:\n- tip: Open boxes."
+    env.library.remove("tip")
+    obs, *_ = env.step("look")
+    assert obs["skills"] == ""
+
+
+def test_info_lists_are_fresh_copies_not_env_state():
+    env = make()
+    _, info = env.reset(options={"chain": 0})
+    info["admissible_commands"].clear()
+    _, _, _, _, info = env.step("go to box 2")  # still admissible: the env's check does not read the info list
+    assert info["action_valid"] and "go to box 1" in info["admissible_commands"]
+    env.step(FIND_SKILL)
+    _, _, _, _, first = env.step("call fetch(key)")
+    first["skill_library"][0]["uses"] = 99
+    first["skill_library"].clear()
+    first["chain_successes"].append(False)
+    first["skills_used"].clear()
+    _, _, _, _, info = env.step("look")
+    assert info["skill_library"][0]["uses"] == 1 and env.library.get("fetch").uses == 1
+    assert info["chain_successes"] == [True]
+    assert all(type(info[key]) is list for key in ("admissible_commands", "chain_successes", "skill_library"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40), st.integers(min_value=7, max_value=60))
+def test_fit_maps_any_text_into_the_printable_charset(text, max_chars):
+    from sage_envs.chain import CHARSET, TRUNCATION_MARK, _fit
+
+    expected = "".join(ch if ch in CHARSET else "?" for ch in text)
+    if len(expected) > max_chars:
+        expected = expected[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+    assert _fit(text, max_chars) == expected
+
+
+def test_library_render_cache_follows_in_place_edits_copies_and_triggers():
+    import pickle
+
+    lib = SkillLibrary([Skill(name="tip", kind="guidance", text="Stop.", trigger="action_pattern", pattern="^look$")])
+    lib.add(parse_definition(FIND_SKILL)[0])
+    programs = lib.render(turn=1, last_action="look", kinds=("program",))
+    assert lib.render(turn=1, last_action="look", kinds=("program",)) is programs  # cached, not re-rendered
+    assert lib.render(turn=1, last_action="look").endswith("Guidance:\n- tip: Stop.")
+    assert "Guidance" not in lib.render(turn=2, last_action="go to box 1")  # triggers are evaluated every render
+    lib.get("tip").pattern = "^go"  # edits in place reach the next render
+    lib.get("fetch").description = "edited"
+    assert lib.render(turn=2, last_action="go to box 1") == (
+        "Program skills (call NAME(args)):\n- fetch(item): edited\n\nGuidance:\n- tip: Stop."
+    )
+    lib.get("tip").status = "pruned"
+    assert lib.render(turn=2, last_action="go to box 1") == "Program skills (call NAME(args)):\n- fetch(item): edited"
+    clone = lib.copy()
+    clone.get("fetch").description = "clone only"
+    assert "clone only" in clone.render(turn=0, last_action=None)
+    assert "clone only" not in lib.render(turn=0, last_action=None)
+    assert pickle.loads(pickle.dumps(lib))._render_cache is None  # a cache key means nothing in another process
+    lib.remove("fetch")
+    assert lib.render(turn=0, last_action=None) == ""
