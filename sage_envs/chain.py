@@ -25,11 +25,14 @@ MAX_TASK_CHARS = 1_024
 MAX_SKILLS_CHARS = 16_384
 MAX_ACTION_CHARS = 8_192
 TRUNCATION_MARK = "\n[...]"
+_SHOWN_KINDS = {"program": ("program",), "guidance": ("guidance",), "both": ("program", "guidance"), "none": ()}
+"""Skill kinds the observation's ``skills`` field shows, per ``skills`` mode."""
 
 
 def _fit(text: str, max_chars: int) -> str:
     """Map ``text`` into a Text space: drop characters outside the charset, cut to ``max_chars``."""
-    if not CHARSET.issuperset(text):
+    # isascii() + isprintable() (both C loops) prove the common case cheaply: ASCII 0x20-0x7e is inside CHARSET.
+    if not (text.isascii() and text.isprintable()) and not CHARSET.issuperset(text):
         text = "".join(ch if ch in CHARSET else "?" for ch in text)
     if len(text) > max_chars:
         text = text[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
@@ -158,6 +161,11 @@ class SageChainEnv(gym.Env):
         self._chain: tuple[TaskSpec, ...] = ()
         self._game: TaskGame | None = None
         self._observation = ""
+        # The task and skills fields of the observation change rarely: each is fitted again only when it changes.
+        self._task_raw: str | None = None
+        self._task_text = ""
+        self._skills_raw = ""
+        self._skills_text = ""
 
     # ------------------------------------------------------------------ public properties
     @property
@@ -279,9 +287,10 @@ class SageChainEnv(gym.Env):
                 return self._define(head) if head.startswith("skill ") else self._call(*parse_call(head))
             except SkillError as error:
                 return self._invalid(str(error))
-        if "\n" in action.strip():
+        command = action.strip()
+        if "\n" in command:
             return self._invalid("one command per turn: only skill definitions may span several lines.")
-        return self._command(action.strip())
+        return self._command(command)
 
     def _command(self, command: str) -> _Outcome:
         admissible = command in self._game.admissible_commands()
@@ -336,16 +345,20 @@ class SageChainEnv(gym.Env):
         return _Outcome(f"Invalid action: {message}", False, "invalid", False, message, 0)
 
     def _obs(self) -> dict[str, str]:
-        kinds = {"program": ("program",), "guidance": ("guidance",), "both": ("program", "guidance"), "none": ()}
+        description = self._game.description
+        if description is not self._task_raw:
+            self._task_raw, self._task_text = description, _fit(description, MAX_TASK_CHARS)
+        kinds = _SHOWN_KINDS[self.skills_mode]
         skills_text = ""
-        if kinds[self.skills_mode]:
-            skills_text = self.library.render(
-                turn=self._turn, last_action=self._last_action, kinds=kinds[self.skills_mode]
-            )
+        if kinds and len(self.library):  # an empty library renders as ""
+            raw = self.library.render(turn=self._turn, last_action=self._last_action, kinds=kinds)
+            if raw != self._skills_raw:  # the library caches its text, so this is mostly an identity check
+                self._skills_raw, self._skills_text = raw, _fit(raw, MAX_SKILLS_CHARS)
+            skills_text = self._skills_text
         return {
             "observation": _fit(self._observation, MAX_OBSERVATION_CHARS),
-            "task": _fit(self._game.description, MAX_TASK_CHARS),
-            "skills": _fit(skills_text, MAX_SKILLS_CHARS),
+            "task": self._task_text,
+            "skills": skills_text,
         }
 
     def _info(
@@ -363,22 +376,28 @@ class SageChainEnv(gym.Env):
         previous_observation: str = "",
     ) -> dict[str, Any]:
         task_index = self._task_index if task_index is None else task_index
-        skills_used = list(dict.fromkeys(skills_used or []))
-        for name in skills_used:
-            if name in self.library:
-                self.library.record_use(name)
-        reuse = [
-            name
-            for name in skills_used
-            if name in self.library
-            and self.library.get(name).created_in_chain == self._chain_counter
-            and (self.library.get(name).created_in_task or 0) < task_index
-        ]
+        library = self.library
+        reuse: list[str] = []
+        if skills_used:
+            skills_used = list(dict.fromkeys(skills_used))
+            for name in skills_used:
+                if name in library:
+                    library.record_use(name)
+            reuse = [
+                name
+                for name in skills_used
+                if name in library
+                and library.get(name).created_in_chain == self._chain_counter
+                and (library.get(name).created_in_task or 0) < task_index
+            ]
+        else:
+            skills_used = []
+        task = self._chain[task_index]
         info = {
             "task_index": task_index,
             "chain_length": len(self._chain),
-            "task_type": self._chain[task_index].task_type,
-            "task_id": self._chain[task_index].task_id,
+            "task_type": task.task_type,
+            "task_id": task.task_id,
             "task_success": task_success,
             "chain_successes": list(self._chain_successes),
             "action_valid": action_valid,
@@ -387,7 +406,7 @@ class SageChainEnv(gym.Env):
             "admissible_commands": list(self._game.admissible_commands()),
             "primitive_steps": primitive_steps,
             "skills_used": skills_used,
-            "skills_created": list(skills_created or []),
+            "skills_created": list(skills_created) if skills_created else [],
             "skill_library": [
                 {
                     "name": s.name,
@@ -396,8 +415,10 @@ class SageChainEnv(gym.Env):
                     "created_in_task": s.created_in_task,
                     "uses": s.uses,
                 }
-                for s in self.library
-            ],
+                for s in library
+            ]
+            if len(library)
+            else [],
             "skill_reuse": reuse,
             "new_task": new_task,
             "turn": self._turn,
@@ -408,7 +429,7 @@ class SageChainEnv(gym.Env):
         return info
 
 
-@dataclass
+@dataclass(slots=True)
 class _Outcome:
     """What one agent turn produced, before it becomes (obs, reward, terminated, truncated, info)."""
 

@@ -40,6 +40,12 @@ _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _PARAM_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _STATUS_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _PROVENANCE_KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_edits = 0
+"""Counts changes to skills (any field set on any :class:`Skill`) and to libraries' membership in this process.
+
+:meth:`SkillLibrary.render` caches its text under this count, so a skill edited in place (``skill.description = ...``,
+``skill.status = "pruned"``) shows up on the next render, with no version counter to keep in sync by hand."""
+
 _REPEAT_OPS = tuple(
     getattr(_sre_parse, op)
     for op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
@@ -184,6 +190,11 @@ class Skill:
     """Lifecycle state, a lowercase identifier such as ``"active"``, ``"testing"``, ``"pruned"``."""
     provenance: dict[str, str] = field(default_factory=dict)
     """Free-form string fields (creator, step, task_id, ...)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        global _edits
+        object.__setattr__(self, name, value)
+        _edits += 1  # after the change: any field change invalidates every library's render cache
 
     def __post_init__(self) -> None:
         self.params = tuple(self.params) if isinstance(self.params, (list, tuple)) else self.params
@@ -347,6 +358,8 @@ class SkillLibrary:
             raise InvalidConfigError(f"max_size={max_size!r}; the library needs a positive int size limit.")
         self.max_size = max_size
         self._versions: dict[str, list[Skill]] = {}
+        # (edit count, kinds, program section, [(guidance skill, its line)]) of the last render; see render().
+        self._render_cache: tuple[int, tuple[str, ...], str, list[tuple[Skill, str]]] | None = None
         for skill in skills:
             self.add(skill)
 
@@ -364,6 +377,7 @@ class SkillLibrary:
         Raises:
             SkillLimitError: the name is new and the library already holds ``max_size`` names.
         """
+        global _edits
         if not isinstance(skill, Skill):
             raise TypeError(f"SkillLibrary.add takes a Skill, got {type(skill).__name__}")
         stored = copy.deepcopy(skill)
@@ -378,6 +392,7 @@ class SkillLibrary:
         else:
             stored.version = versions[-1].version + 1
             versions.append(stored)
+        _edits += 1
         return stored
 
     def _versions_of(self, name: str) -> list[Skill]:
@@ -400,8 +415,10 @@ class SkillLibrary:
         Raises:
             UnknownSkillError: ``name`` is not in the library.
         """
+        global _edits
         latest = self._versions_of(name)[-1]
         del self._versions[name]
+        _edits += 1
         return latest
 
     def history(self, name: str) -> list[Skill]:
@@ -425,6 +442,12 @@ class SkillLibrary:
         return isinstance(other, SkillLibrary) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Copies and pickles start without a render cache: its edit count means nothing in another process.
+        state = self.__dict__.copy()
+        state["_render_cache"] = None
+        return state
 
     def __repr__(self) -> str:
         return f"SkillLibrary({self.names()!r}, max_size={self.max_size})"
@@ -485,6 +508,8 @@ class SkillLibrary:
             if any(a.version >= b.version for a, b in itertools.pairwise(versions)):
                 raise SkillError(f"versions of {name!r} must be strictly increasing")
             library._versions[name] = versions
+        global _edits
+        _edits += 1
         return library
 
     def save(self, directory: str | Path) -> None:
@@ -528,23 +553,27 @@ class SkillLibrary:
         Returns:
             The text, or ``""`` when nothing is shown.
         """
+        # The text only changes with the skills (cached under the edit count) and with which guidance triggers fire.
         kinds = tuple(kinds)
-        sections = []
-        if "program" in kinds:
-            lines = [
-                (f"- {s.signature}: {s.description}" if s.description else f"- {s.signature}").replace(
-                    "\n", "\n  "
-                )
-                for s in self.programs()
-            ]
-            if lines:
-                sections.append("\n".join(["Program skills (call NAME(args)):", *lines]))
-        if "guidance" in kinds:
-            lines = [
-                f"- {s.name}: {s.text}".replace("\n", "\n  ")
-                for s in self.guidance("active")
-                if s.triggered(turn, last_action)
-            ]
-            if lines:
-                sections.append("\n".join(["Guidance:", *lines]))
+        edits = _edits  # read before rendering: a text cached while an edit lands is keyed too old to be reused
+        cache = getattr(self, "_render_cache", None)
+        if cache is None or cache[0] != edits or cache[1] != kinds:
+            programs = ""
+            if "program" in kinds:
+                lines = [
+                    (f"- {s.signature}: {s.description}" if s.description else f"- {s.signature}").replace(
+                        "\n", "\n  "
+                    )
+                    for s in self.programs()
+                ]
+                if lines:
+                    programs = "\n".join(["Program skills (call NAME(args)):", *lines])
+            guidance = []
+            if "guidance" in kinds:
+                guidance = [(s, f"- {s.name}: {s.text}".replace("\n", "\n  ")) for s in self.guidance("active")]
+            cache = self._render_cache = (edits, kinds, programs, guidance)
+        sections = [cache[2]] if cache[2] else []
+        lines = [line for skill, line in cache[3] if skill.triggered(turn, last_action)]
+        if lines:
+            sections.append("\n".join(["Guidance:", *lines]))
         return "\n\n".join(sections)

@@ -58,6 +58,8 @@ def test_build_prompt_task_first_and_compact():
     assert prompt.index("Skills:") < prompt.index("History:") < prompt.index("Observation: now")
     assert "obs 0\n> act 0\nobs 1" in prompt and "Admissible: look, go to x 1" in prompt
     assert "History" not in build_prompt("t", "o")
+    earlier = build_prompt("t", "o", earlier_actions=["look", f"{DEF}\ncall fetch(coin 1, box 2)"])
+    assert "\nEarlier actions: look; call fetch(coin 1, box 2)\n" in earlier  # a definition shows as its call
 
 
 def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
