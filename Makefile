@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint clean
+.PHONY: demo demo-quick expert-demo test install lint clean
 
 install: $(STAMP)
 
@@ -17,7 +17,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
 	touch $(STAMP)
 
+# The main job (sage_agents/demo.py): expert chains -> SFT -> GRPO vs SAGE -> evaluation table and plots.
 demo: $(STAMP)
+	$(BIN)/sage demo --output-dir runs/demo
+
+demo-quick: $(STAMP)
+	$(BIN)/sage demo --quick --output-dir runs/demo-quick
+
+expert-demo: $(STAMP)
 	$(BIN)/python examples/play_expert.py --chains 3
 
 test: $(STAMP)

@@ -98,6 +98,8 @@ class TrainConfig:
     """(observation, action) pairs of the current task kept in the prompt."""
     earlier_actions: int = 20
     """The task's actions before the history window listed in the prompt (a cheap memory against loops)."""
+    skill_descriptions: bool = True
+    """Show program skills' descriptions in the prompt (False: signatures only, a shorter prompt)."""
     show_admissible: bool = True
     """List the admissible commands in the prompt (redundant with constrained decoding, and costly)."""
     max_new_tokens: int = 64

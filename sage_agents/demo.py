@@ -56,22 +56,23 @@ class DemoConfig:
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 4
     """Layers of the tiny model."""
-    sft_epochs: float = 1.0
+    sft_epochs: float = 3.0
     """Passes over the expert pairs."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
-    sft_batch_size: int = 32
+    sft_batch_size: int = 16
     """Pairs per SFT step."""
     sft_bf16: bool = True
     """SFT under bf16 autocast (calibration: 1.5-1.7x faster than fp32 on this CPU)."""
-    history_turns: int = 2
-    """(observation, action) pairs of the current task in the prompt (compact prompts win at fixed wall time)."""
+    history_turns: int = 1
+    """(observation, action) pairs of the current task in the prompt (compact prompts win at fixed wall time;
+    the earlier actions of the task are listed too, see ``LLMPolicy.earlier_actions``)."""
     show_admissible: bool = False
     """List the admissible commands in the prompt; off: constrained decoding offers them anyway, and they
     made prompts 1.7x longer (331 vs 195 tokens on average)."""
 
     # ------------------------------------------------------------------ RL arms
-    rl_steps: int = 20
+    rl_steps: int = 16
     """GRPO/SAGE optimisation steps per arm."""
     group_size: int = 8
     """Rollouts per group (G)."""
@@ -102,6 +103,15 @@ class DemoConfig:
                 setattr(self, name, value)
 
     @property
+    def prompt_kwargs(self) -> dict[str, Any]:
+        """The prompt format, identical in SFT data, RL and evaluation (``LLMPolicy`` / ``TrainConfig`` names)."""
+        return {
+            "history_turns": self.history_turns,
+            "show_admissible": self.show_admissible,
+            "skill_descriptions": False,  # signatures only: the names and parameters say what a tiny model can use
+        }
+
+    @property
     def env_kwargs(self) -> dict[str, Any]:
         """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm)."""
         return {"chain_length": self.chain_length, "max_steps_per_task": self.max_steps_per_task}
@@ -129,7 +139,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
     model, tokenizer = build_tiny_model(skill_templates(), hidden=32, layers=1)  # only formats prompts here
-    prompter = LLMPolicy(model, tokenizer, history_turns=cfg.history_turns, show_admissible=cfg.show_admissible)
+    prompter = LLMPolicy(model, tokenizer, **cfg.prompt_kwargs)
     pairs = []
     for skills in ("program", "none"):
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
@@ -175,7 +185,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Any:
     return TrainConfig(
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": skills}, model_path=str(sft), constrained=True,
         skill_templates=skill_templates() if arm == "sage" else [], candidate_score=cfg.candidate_score,
-        history_turns=cfg.history_turns, show_admissible=cfg.show_admissible, group_size=cfg.group_size,
+        **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=cfg.seed, output_dir=str(out / arm),
         save_every=5, resume=True, micro_batch_size=32, report_to=["jsonl"],
     )  # fmt: skip
@@ -199,7 +209,7 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
     """``label -> (registered agent, agent kwargs, env kwargs)`` of every agent the demo evaluates."""
     none = {**cfg.env_kwargs, "skills": "none"}
     program = {**cfg.env_kwargs, "skills": "program"}
-    policy = {"constrained": True, "history_turns": cfg.history_turns, "show_admissible": cfg.show_admissible}
+    policy = {"constrained": True, **cfg.prompt_kwargs}
     sage_kwargs = {"model_path": str(arms["sage"] / "model"), "skill_templates": skill_templates(), **policy}
     if (arms["sage"] / "skill_library").is_dir():
         sage_kwargs["skills_path"] = str(arms["sage"] / "skill_library")

@@ -38,6 +38,7 @@ _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
 _SIGNATURE_RE = re.compile(r"^-\s*([A-Za-z_][\w-]*)\(([^)]*)\)", re.MULTILINE)
 _ENTITY_RE = re.compile(r"\b([a-z]+ \d+)\b")
+_PROGRAM_LINE_RE = re.compile(r"^(-\s*[A-Za-z_][\w-]*\([^)]*\)):.*$", re.MULTILINE)  # "- sig: description"
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -220,6 +221,8 @@ class LLMPolicy:
         tokenizer: its tokenizer (left padding is set here).
         history_turns: (observation, action) pairs of the current task kept in the prompt.
         earlier_actions: the task's actions before those turns listed in the prompt (at most this many).
+        skill_descriptions: show each program skill's description after its signature (False: signatures
+            only, a shorter prompt; guidance texts are always shown).
         max_new_tokens: generation budget per turn (free generation).
         temperature: softmax temperature of the token distribution (sampling and log-probs).
         top_p: nucleus sampling threshold in free generation (1.0 = off; log-probs ignore it).
@@ -242,6 +245,7 @@ class LLMPolicy:
         *,
         history_turns: int = 3,
         earlier_actions: int = 20,
+        skill_descriptions: bool = True,
         max_new_tokens: int = 64,
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -257,6 +261,7 @@ class LLMPolicy:
         self.model, self.tokenizer = model, tokenizer
         self.tokenizer.padding_side = "left"
         self.history_turns, self.earlier_actions, self.max_new_tokens = history_turns, earlier_actions, max_new_tokens
+        self.skill_descriptions = skill_descriptions
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
@@ -280,10 +285,11 @@ class LLMPolicy:
         earlier = earlier if self.earlier_actions > 0 else []
         history = recent
         admissible = admissible if self.show_admissible else ()
+        skills = obs.get("skills", "")
+        if not self.skill_descriptions:
+            skills = _PROGRAM_LINE_RE.sub(r"\1", skills)
         while True:
-            text = build_prompt(
-                obs["task"], obs["observation"], history, obs.get("skills", ""), admissible, earlier_actions=earlier
-            )
+            text = build_prompt(obs["task"], obs["observation"], history, skills, admissible, earlier_actions=earlier)
             text = self.render(text)
             if not history or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens:
                 return text
@@ -471,34 +477,50 @@ class LLMPolicy:
         A candidate is a whole action (a string, or ``(text, 0)``) or a skill-call opening ``(text, n)`` with
         n arguments still to choose (:func:`call_stubs`). Whole actions are scored with EOS, openings without
         (their score is the probability of any completion starting with them). When an opening wins, its
-        arguments are chosen one at a time among ``argument_values[b]`` the same way (``a,`` between
-        arguments, ``a)`` + EOS for the last), so a call costs n small choices instead of a product of
-        argument tuples. The completion's token log-probs are those of the final text under the model.
+        arguments are chosen one at a time among ``argument_values[b]`` the same way, each scored after the
+        text chosen so far (``a,`` between arguments, `` a)`` + EOS for the last), so a call costs n small
+        choices instead of a product of argument tuples, and a long skill definition is not re-scored for every
+        option. The completion's token log-probs are those of the final text under the model.
         """
         rows = [[c if isinstance(c, tuple) else (c, 0) for c in cands] for cands in candidates]
-        texts = [""] * len(prompts)
-        pending = [0] * len(prompts)
-        token_lps: list[list[float]] = [[] for _ in prompts]
-        choice_logprob = [0.0] * len(prompts)
-        scored = [0] * len(prompts)
-        active = list(range(len(prompts)))
-        while active:
+        scores = self.score(
+            prompts, [[text for text, _ in row] for row in rows], [[n == 0 for _, n in row] for row in rows]
+        )
+        texts, pending, token_lps, choice_logprob, scored = [], [], [], [], []
+        for row, lps in zip(rows, scores, strict=True):
+            k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean")
+            texts.append(row[k][0])
+            pending.append(row[k][1])
+            token_lps.append(lps[k])
+            choice_logprob.append(logprob)
+            scored.append(len(row))
+        called = [b for b in range(len(prompts)) if pending[b]]
+        active = called
+        while active:  # one argument of every open call: scored after the text so far, which joins the prompt
+            options = {
+                b: [
+                    f"{' ' if texts[b].endswith(',') else ''}{v}{')' if pending[b] == 1 else ','}"
+                    for v in argument_values[b]
+                ]
+                for b in active
+            }
             scores = self.score(
-                [prompts[b] for b in active],
-                [[text for text, _ in rows[b]] for b in active],
-                [[n == 0 for _, n in rows[b]] for b in active],
+                [prompts[b] + texts[b] for b in active],
+                [options[b] for b in active],
+                [[pending[b] == 1] * len(options[b]) for b in active],
             )
             for b, lps in zip(active, scores, strict=True):
-                k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean" and not texts[b])
-                texts[b], pending[b] = rows[b][k]
-                token_lps[b] = lps[k]
+                k, logprob = self._pick(lps, greedy, mean=False)
+                texts[b] += options[b][k]
+                pending[b] -= 1
                 choice_logprob[b] += logprob
-                scored[b] += len(rows[b])
-                if pending[b]:  # the next argument: "a," between arguments, "a)" + EOS for the last one
-                    sep = ")" if pending[b] == 1 else ","
-                    prefix = texts[b] if texts[b].endswith("(") else texts[b] + " "
-                    rows[b] = [(f"{prefix}{value}{sep}", pending[b] - 1) for value in argument_values[b]]
+                scored[b] += len(options[b])
             active = [b for b in active if pending[b]]
+        if called:  # the completion's own token log-probs (the loss needs the whole text's, not the pieces')
+            for b, lps in zip(
+                called, self.score([prompts[b] for b in called], [[texts[b]] for b in called]), strict=True
+            ):
+                token_lps[b] = lps[0]
         results = []
         for b, prompt in enumerate(prompts):
             completion_ids = self.encode(texts[b]) + [self.eos_id]

@@ -106,6 +106,7 @@ class Trainer:
             tokenizer,
             history_turns=cfg.history_turns,
             earlier_actions=cfg.earlier_actions,
+            skill_descriptions=cfg.skill_descriptions,
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
             top_p=cfg.top_p,

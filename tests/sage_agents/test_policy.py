@@ -188,3 +188,12 @@ def test_call_arguments_are_chosen_one_at_a_time(tiny):
     b = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(second[i]))]
     assert out.text == f"call fetch({a}, {b})" and out.action.kind == "call" and out.num_candidates == 5
     assert out.logprobs == second[["coin 1", "box 2"].index(b)]  # the final text's tokens, EOS included
+
+
+def test_prompt_can_show_skill_signatures_only(tiny):
+    model, tok = tiny
+    skills = "Program skills (call NAME(args)):\n- fetch(item, box): go get it\nGuidance:\n- tidy: close boxes: always"
+    obs = {**OBS, "skills": skills}
+    assert "- fetch(item, box): go get it" in LLMPolicy(model, tok).prompt(obs, [], [])
+    short = LLMPolicy(model, tok, skill_descriptions=False).prompt(obs, [], [])
+    assert "- fetch(item, box)\nGuidance:\n- tidy: close boxes: always" in short  # guidance text untouched
