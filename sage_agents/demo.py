@@ -56,7 +56,7 @@ class DemoConfig:
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 4
     """Layers of the tiny model."""
-    sft_epochs: float = 3.0
+    sft_epochs: float = 2.5
     """Passes over the expert pairs."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
@@ -72,7 +72,7 @@ class DemoConfig:
     made prompts 1.7x longer (331 vs 195 tokens on average)."""
 
     # ------------------------------------------------------------------ RL arms
-    rl_steps: int = 16
+    rl_steps: int = 12
     """GRPO/SAGE optimisation steps per arm."""
     group_size: int = 8
     """Rollouts per group (G)."""
@@ -139,9 +139,10 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
     model, tokenizer = build_tiny_model(skill_templates(), hidden=32, layers=1)  # only formats prompts here
-    prompter = LLMPolicy(model, tokenizer, **cfg.prompt_kwargs)
     pairs = []
     for skills in ("program", "none"):
+        templates = skill_templates() if skills == "program" else []  # the prompts of the arm that uses them
+        prompter = LLMPolicy(model, tokenizer, skill_templates=templates, **cfg.prompt_kwargs)
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
         expert = AlfworldExpert(use_skills=skills != "none")
         pairs += collect_expert_pairs(env, expert, prompter, range(cfg.expert_chains), seed=cfg.seed)

@@ -38,6 +38,8 @@ _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
 _SIGNATURE_RE = re.compile(r"^-\s*([A-Za-z_][\w-]*)\(([^)]*)\)", re.MULTILINE)
 _ENTITY_RE = re.compile(r"\b([a-z]+ \d+)\b")
+NO_SKILLS_YET = "(none yet: define one with skill NAME(params):)"
+"""The prompt's Skills section for a policy that may define skills but has none yet."""
 _PROGRAM_LINE_RE = re.compile(r"^(-\s*[A-Za-z_][\w-]*\([^)]*\)):.*$", re.MULTILINE)  # "- sig: description"
 
 
@@ -228,7 +230,8 @@ class LLMPolicy:
         top_p: nucleus sampling threshold in free generation (1.0 = off; log-probs ignore it).
         constrained: act by scoring candidates instead of free generation.
         skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
-        skill_templates: skill definitions offered as "define + call" candidates (constrained mode).
+        skill_templates: skill definitions offered as "define + call" candidates (constrained mode); a policy
+            with templates shows :data:`NO_SKILLS_YET` as its Skills section while the library is empty.
         max_argument_options: values offered per skill-call argument (constrained mode).
         candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
             distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
@@ -288,6 +291,10 @@ class LLMPolicy:
         skills = obs.get("skills", "")
         if not self.skill_descriptions:
             skills = _PROGRAM_LINE_RE.sub(r"\1", skills)
+        if not skills.strip() and self.skill_templates:
+            # A policy that may define skills says so even before it has any: otherwise its first turn looks
+            # exactly like a skill-less agent's, and one model trained on both cannot tell which it is.
+            skills = NO_SKILLS_YET
         while True:
             text = build_prompt(obs["task"], obs["observation"], history, skills, admissible, earlier_actions=earlier)
             text = self.render(text)
@@ -435,12 +442,15 @@ class LLMPolicy:
             for c, whole in zip(cands, flags, strict=True)
         ]
         vocab = last.shape[-1]
-        flat: list[list[float]] = []
+        # Chunks of similar length: a short command padded to a 300-token skill definition costs 60x its work.
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][1]))
+        flat: list[list[float]] = [[] for _ in rows]
         start = 0
-        while start < len(rows):
-            width = max(len(r) for _, r in rows[start : start + 256])
+        while start < len(order):
+            width = len(rows[order[min(start + 255, len(order) - 1)]][1])
             chunk_size = max(1, min(256, (1 << 24) // max(1, width * vocab)))  # bound the (n, C, V) logits
-            chunk = rows[start : start + chunk_size]
+            index = order[start : start + chunk_size]
+            chunk = [rows[i] for i in index]
             start += len(chunk)
             width = max(len(r) for _, r in chunk)
             owner = torch.tensor([b for b, _ in chunk], device=ids.device)  # (n,)
@@ -456,7 +466,8 @@ class LLMPolicy:
             logits = torch.cat([last[owner][:, None], out2.logits[:, :-1]], dim=1)  # (n, C, V)
             logp = torch.log_softmax(logits.float() / self.temperature, -1).gather(-1, cand[..., None])  # (n, C, 1)
             logp = logp.squeeze(-1)  # (n, C)
-            flat += [logp[i, : len(r)].tolist() for i, (_, r) in enumerate(chunk)]
+            for i, (row, (_, r)) in enumerate(zip(index, chunk, strict=True)):
+                flat[row] = logp[i, : len(r)].tolist()
         result, k = [], 0
         for cands in candidates:
             result.append(flat[k : k + len(cands)])

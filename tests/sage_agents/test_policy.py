@@ -197,3 +197,13 @@ def test_prompt_can_show_skill_signatures_only(tiny):
     assert "- fetch(item, box): go get it" in LLMPolicy(model, tok).prompt(obs, [], [])
     short = LLMPolicy(model, tok, skill_descriptions=False).prompt(obs, [], [])
     assert "- fetch(item, box)\nGuidance:\n- tidy: close boxes: always" in short  # guidance text untouched
+
+
+def test_a_policy_that_may_define_skills_says_so_with_an_empty_library(tiny):
+    from sage_agents.policy import NO_SKILLS_YET
+
+    model, tok = tiny
+    assert f"Skills:\n{NO_SKILLS_YET}\n" in LLMPolicy(model, tok, skill_templates=[DEF]).prompt(OBS, [], [])
+    assert "Skills" not in LLMPolicy(model, tok).prompt(OBS, [], [])
+    with_library = LLMPolicy(model, tok, skill_templates=[DEF]).prompt({**OBS, "skills": "- fetch(item, box)"}, [], [])
+    assert NO_SKILLS_YET not in with_library
