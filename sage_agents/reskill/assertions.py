@@ -61,6 +61,8 @@ PARAMS = {
 }
 """check -> (required params, optional params)."""
 REGEX_PARAMS = ("pattern", "first", "second", "after_action")
+COUNT_PARAMS = ("n", "min", "max")
+"""Params mined from counts in the data (left out of :attr:`Assertion.family`)."""
 MAX_ACTION_CHARS = 200
 MAX_OBSERVATION_CHARS = 1000
 MAX_ASSERTIONS = 10
@@ -113,6 +115,16 @@ class Assertion:
     def id(self) -> str:
         """A stable identifier: ``check`` + the params as sorted JSON."""
         return f"{self.check}{json.dumps(self.params, sort_keys=True)}"
+
+    @property
+    def family(self) -> str:
+        """The behaviour tested, without the counts mined from the data (``n``, ``min``, ``max``).
+
+        ``max_steps {"n": 6}`` and ``max_steps {"n": 26}`` are one family: the counts drift as the reservoir
+        changes, so the creator matches rejected and live skills by family, not by :attr:`id`.
+        """
+        params = {k: v for k, v in self.params.items() if k not in COUNT_PARAMS}
+        return f"{self.check}{json.dumps(params, sort_keys=True)}"
 
     def evaluate(self, episode: Episode) -> bool:
         """Whether ``episode`` passes this check (see the module table)."""
@@ -242,6 +254,23 @@ def pass_rates(assertion: Assertion, episodes: Sequence[Episode]) -> PassRates:
     )
 
 
+def restates_outcome(assertion: Assertion, episodes: Sequence[Episode]) -> bool:
+    """Whether ``assertion`` only restates the outcome because every failure ran into the step limit.
+
+    When all failed episodes have the same length, the longest in the reservoir (they were cut at the task's
+    step limit; every failure does so when a task can only end by success or by running out of steps),
+    ``max_steps`` with a smaller ``n`` passes exactly on the episodes that were not cut: its contrast is 1 by
+    construction and says nothing about behaviour ("successes take at most 29 actions" with a limit of 30).
+    """
+    if assertion.check != "max_steps":
+        return False
+    failures = [len(ep.actions) for ep in episodes if not ep.success]
+    if not failures:
+        return False
+    cap = max(len(ep.actions) for ep in episodes)
+    return all(n == cap for n in failures) and assertion.params["n"] < cap
+
+
 # ---------------------------------------------------------------------------------------------- MINING
 def action_key(action: str) -> str:
     """The verb of an action: its first word, or two when the second is a particle (``go to``, ``pick up``)."""
@@ -313,7 +342,9 @@ def mine_assertions(episodes: Sequence[Episode], max_keys: int = 8) -> list[Asse
     if successes:
         shortest, longest = min(len(ep.actions) for ep in successes), max(len(ep.actions) for ep in successes)
         out.append(Assertion("min_steps", {"n": shortest}, f"takes at least {shortest} actions"))
-        out.append(Assertion("max_steps", {"n": longest}, f"takes at most {longest} actions"))
+        bound = Assertion("max_steps", {"n": longest}, f"takes at most {longest} actions")
+        if not restates_outcome(bound, episodes):
+            out.append(bound)
     heads = Counter(h for ep in episodes for h in {_observation_head(o) for o in ep.observations} if h)
     for head, _ in sorted(heads.items(), key=lambda kv: (-kv[1], kv[0]))[:6]:
         pattern = re.escape(head)
@@ -352,7 +383,9 @@ class AssertionEngine:
         pool: dict[str, Assertion] = {}
         for assertion in [*self.assertions, *proposed, *mine_assertions(episodes)]:
             pool.setdefault(assertion.id, assertion)
-        scored = [(i, pass_rates(a, episodes)) for i, a in enumerate(pool.values())]
+        scored = [
+            (i, pass_rates(a, episodes)) for i, a in enumerate(pool.values()) if not restates_outcome(a, episodes)
+        ]
         # most discriminative first; ties keep pool order (kept, then proposed, then mined): a stable set
         scored = sorted(
             (r for r in scored if abs(r[1].contrast) >= self.min_contrast), key=lambda r: (-abs(r[1].contrast), r[0])

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from sage_agents.reskill.assertions import Assertion
 from sage_agents.reskill.creator import Creator, make_creator
 from sage_agents.reskill.lifecycle import LifecycleLog, plot_lifecycle
 from sage_agents.reskill.registry import Bundle, VersionRegistry
@@ -35,7 +36,8 @@ from sage_envs import SkillLibrary
 from sage_envs.error import SkillError
 
 REJECT_COOLDOWN = 20
-"""Steps during which the rule creator does not re-propose a skill for an assertion whose skill was rejected."""
+"""Steps during which the rule creator does not re-propose a skill for an assertion family whose skill was
+rejected (:attr:`~sage_agents.reskill.assertions.Assertion.family`: the check and its patterns, not its counts)."""
 STATE_FILE = "reskill_state.json"
 LIBRARY_DIR = "reskill_library"
 
@@ -227,8 +229,11 @@ class ReSkill:
             self.counts["pruned"] += event == "pruned"
             self.lifecycle.log(event, step, version=version.id, op=op.op, skill=op.name, posterior=posterior)
             if not accepted and op.skill is not None and "assertion" in op.skill.provenance:
-                assertion = json.loads(op.skill.provenance["assertion"])
-                self.rejected[f"{assertion['check']}{json.dumps(assertion['params'], sort_keys=True)}"] = step
+                try:  # keyed by family: the same behaviour mined with drifted counts is not re-proposed either
+                    family = Assertion.from_dict(json.loads(op.skill.provenance["assertion"])).family
+                except (ValueError, TypeError):
+                    continue
+                self.rejected[family] = step
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -124,7 +124,8 @@ class Creator:
             episodes: the reservoir's episodes.
             registry: the version registry (its current library is the one to change).
             step: the training step (provenance).
-            exclude: assertion ids whose skills were recently rejected (not proposed again).
+            exclude: :attr:`~sage_agents.reskill.assertions.Assertion.family` keys of assertions whose skills
+                were recently rejected (not proposed again, whatever counts they are mined with now).
         """
         raise NotImplementedError
 
@@ -222,6 +223,17 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         }
     if a.check == "final_action":
         word = pattern_words(p["pattern"])
+        if not good:  # failures end with it: say so, do not advise finishing with it
+            example = _example(losses, p["pattern"])
+            return {
+                "name": f"not_done_after_{_slug(word)}",
+                "description": f"Failed episodes end with '{word}'.",
+                "when": "Before choosing an action.",
+                "action": f"Ending on '{word}' goes with failure {stats}: the task is not done yet, so go on with "
+                "the action the task needs.",
+                "example": f"Not the end: {example}" if example else "",
+                "triggers": [general],
+            }
         return {
             "name": f"finish_with_{_slug(word)}",
             "description": f"Successful episodes end with '{word}'.",
@@ -345,7 +357,7 @@ class RuleCreator(Creator):
             raw = skill.provenance.get("assertion")
             if raw:
                 try:
-                    covered[Assertion.from_dict(json.loads(raw)).id] = skill
+                    covered[Assertion.from_dict(json.loads(raw)).family] = skill
                 except (ValueError, TypeError):
                     pass
         ops: list[Operation] = []
@@ -363,7 +375,7 @@ class RuleCreator(Creator):
         names = {s.name for s in registry.current.library}
         problems: list[str] = []
         for rates in ranked:
-            if rates.assertion.id in covered or rates.assertion.id in exclude:
+            if rates.assertion.family in covered or rates.assertion.family in exclude:
                 continue
             skill, found = self.author(rates, episodes)
             problems += found
@@ -383,10 +395,10 @@ class RuleCreator(Creator):
         # 3. modify: a covered assertion that still separates outcomes gets a wider trigger
         if len(ops) < 3:
             for rates in ranked:
-                skill = covered.get(rates.assertion.id)
+                skill = covered.get(rates.assertion.family)
                 if skill is None or skill.trigger == "general" or abs(rates.contrast) < self.modify_contrast:
                     continue
-                if rates.assertion.id in exclude:  # its rewrite was rejected recently
+                if rates.assertion.family in exclude:  # its rewrite was rejected recently
                     continue
                 if any(op.name == skill.name for op in ops):
                     continue

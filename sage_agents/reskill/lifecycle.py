@@ -75,23 +75,12 @@ def read_lifecycle(path: str | os.PathLike) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def plot_lifecycle(events: Sequence[dict[str, Any]], path: str | os.PathLike, total_steps: int | None = None) -> Path:
-    """Draw the lifecycle: one row per skill (testing / live / rejected spans) above P(new) and posterior means.
+def lifecycle_rows(events: Sequence[dict[str, Any]], end: int) -> dict[str, list[tuple[float, float, str]]]:
+    """Per skill, the spans ``(start, stop, kind)`` of the plot; ``kind`` is ``testing``, ``live`` or ``rejected``.
 
-    Args:
-        events: lifecycle events (:class:`LifecycleLog` or :func:`read_lifecycle`).
-        path: the PNG to write.
-        total_steps: right end of the time axis (default: the last event's step).
-
-    Returns:
-        The path written.
+    Within a row, the ``rejected`` marks come after the testing / live spans, so they are drawn on top: a version
+    proposed at the very step its predecessor was rejected starts its testing span there too.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    end = max([total_steps or 0, *(e["step"] for e in events)], default=1)
     rows: dict[str, list[tuple[float, float, str]]] = {}
     opened: dict[tuple[str, int], tuple[int, str]] = {}
     live: dict[str, int] = {}
@@ -115,22 +104,78 @@ def plot_lifecycle(events: Sequence[dict[str, Any]], path: str | os.PathLike, to
         rows[name].append((start, end, "testing"))
     for name, start in live.items():
         rows[name].append((start, end, "live"))
+    return {name: sorted(spans, key=lambda span: span[2] == "rejected") for name, spans in rows.items()}
+
+
+def tested_segments(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The ``tested`` events split into one run per version test (consecutive events of one version)."""
+    segments: list[list[dict[str, Any]]] = []
+    for e in events:
+        if e["event"] != "tested":
+            continue
+        if segments and segments[-1][-1]["version"] == e["version"] and segments[-1][-1]["step"] < e["step"]:
+            segments[-1].append(e)
+        else:
+            segments.append([e])
+    return segments
+
+
+def plot_lifecycle(events: Sequence[dict[str, Any]], path: str | os.PathLike, total_steps: int | None = None) -> Path:
+    """Draw the lifecycle: one row per skill (testing / live / rejected spans) above P(new) and posterior means.
+
+    Args:
+        events: lifecycle events (:class:`LifecycleLog` or :func:`read_lifecycle`).
+        path: the PNG to write.
+        total_steps: right end of the time axis (default: the last event's step).
+
+    Returns:
+        The path written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    end = max([total_steps or 0, *(e["step"] for e in events)], default=1)
+    rows = lifecycle_rows(events, end)
     colors = {"testing": "tab:orange", "live": "tab:green", "rejected": "tab:red"}
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 2.5 + 0.35 * max(1, len(rows))), sharex=True)
     for y, (name, spans) in enumerate(sorted(rows.items())):
         for start, stop, kind in spans:
-            top.barh(y, max(stop - start, 0.3), left=start, color=colors[kind], height=0.6)
+            top.barh(
+                y,
+                max(stop - start, 0.3),
+                left=start,
+                color=colors[kind],
+                height=0.6,
+                zorder=3 if kind == "rejected" else 2,
+            )
         for e in events:
             if e.get("skill") == name and e["event"] == "pruned":
                 top.plot(e["step"], y, marker="x", color="black")
     top.set_yticks(range(len(rows)), sorted(rows))
     top.set_title("Skill lifecycle (orange: testing, green: live, red: rejected, x: pruned)")
-    tested = [e for e in events if e["event"] == "tested"]
-    if tested:
-        steps = [e["step"] for e in tested]
-        bottom.plot(steps, [e["posterior"]["p_new"] for e in tested], ".", label="P(new)")
-        bottom.plot(steps, [e["posterior"]["new"]["mean"] for e in tested], "-", label="posterior mean, new")
-        bottom.plot(steps, [e["posterior"]["old"]["mean"] for e in tested], "--", label="posterior mean, old")
+    for i, segment in enumerate(tested_segments(events)):  # one line per test: posteriors restart with each version
+        steps = [e["step"] for e in segment]
+        first = i == 0
+        bottom.plot(
+            steps, [e["posterior"]["p_new"] for e in segment], ".", color="tab:blue", label="P(new)" if first else None
+        )
+        bottom.plot(
+            steps,
+            [e["posterior"]["new"]["mean"] for e in segment],
+            "-",
+            color="tab:orange",
+            label="posterior mean, new" if first else None,
+        )
+        bottom.plot(
+            steps,
+            [e["posterior"]["old"]["mean"] for e in segment],
+            "--",
+            color="tab:green",
+            label="posterior mean, old" if first else None,
+        )
+    if any(e["event"] == "tested" for e in events):
         bottom.legend(loc="upper left", fontsize="small")
     bottom.set_ylim(0, 1)
     bottom.set_xlabel("training step")

@@ -12,6 +12,7 @@ from sage_agents.reskill.assertions import (
     mine_assertions,
     pass_rates,
     pattern_words,
+    restates_outcome,
 )
 from sage_agents.reskill.reservoir import Episode, ExperienceReservoir, episodes_from_rollouts
 from sage_agents.rollout import ChainRollout, Turn
@@ -193,3 +194,38 @@ def test_episodes_from_rollouts():
         "T1",
     )
     assert (second.actions, second.success, second.step, second.arm, second.version) == (["look"], False, 7, "new", 2)
+
+
+def capped_reservoir():
+    """Every failure ran into a 6-action step limit; successes are short (what a weak ALFWorld policy gives)."""
+    wins = [ep(["go to desk 1", "take pen 1 from desk 1", "move pen 1 to shelf 1"], True) for _ in range(3)]
+    wins.append(ep(["go to desk 1", "go to bed 1", "take pen 1 from bed 1", "move pen 1 to shelf 1"], True))
+    losses = [ep(["go to desk 1", "go to bed 1"] * 3) for _ in range(6)]
+    return wins + losses
+
+
+def test_step_bounds_that_only_restate_the_outcome_are_left_out():
+    # ALFWorld run (docs/reskill.md): with every failure cut at the step limit, "takes at most n actions" (n < limit)
+    # passes exactly on the successes; the rule creator kept proposing it ("at most 6", "26", "29 actions")
+    episodes = capped_reservoir()
+    bound = Assertion("max_steps", {"n": 4})
+    assert pass_rates(bound, episodes).contrast == 1.0 and restates_outcome(bound, episodes)
+    assert not restates_outcome(Assertion("max_steps", {"n": 6}), episodes)  # n >= limit: not a restatement
+    assert not restates_outcome(Assertion("action_count", {"pattern": r"^go\ to\b", "max": 2}), episodes)
+    assert "max_steps" not in {a.check for a in mine_assertions(episodes)}
+    ranked = AssertionEngine().refresh(episodes, [bound])  # nor when an LLM proposes one
+    assert ranked and all(r.assertion.check != "max_steps" for r in ranked)
+    # a failure that ended early (not at the limit) makes the bound informative again: it is mined as before
+    mixed = [*episodes, ep(["go to desk 1", "look"])]
+    assert not restates_outcome(bound, mixed) and "max_steps" in {a.check for a in mine_assertions(mixed)}
+
+
+def test_family_ignores_the_mined_counts():
+    assert Assertion("max_steps", {"n": 6}).family == Assertion("max_steps", {"n": 29}).family == "max_steps{}"
+    a = Assertion("action_count", {"pattern": r"^go\ to\b", "min": 0, "max": 3})
+    b = Assertion("action_count", {"pattern": r"^go\ to\b", "min": 0, "max": 15})
+    assert a.family == b.family != a.id != b.id
+    assert a.family != Assertion("action_count", {"pattern": r"^take\b", "max": 3}).family
+    assert (
+        Assertion("action_exists", {"pattern": "^heat"}).family == Assertion("action_exists", {"pattern": "^heat"}).id
+    )

@@ -102,6 +102,30 @@ def test_plot_with_no_skill_yet(tmp_path):
     assert plot_lifecycle([], tmp_path / "none.png").exists()
 
 
+def test_plot_keeps_back_to_back_rejections_visible(tmp_path):
+    # ALFWorld run (docs/reskill.md): be_efficient v2 was rejected at step 13 and v3 proposed at step 13; v3's
+    # testing span was drawn over v2's red mark, so the row showed one long test and no rejection
+    from sage_agents.reskill.lifecycle import lifecycle_rows, tested_segments
+
+    def tested(step, version):
+        post = {"new": {"mean": 0.2}, "old": {"mean": 0.1}, "p_new": 0.5}
+        return {"event": "tested", "step": step, "version": version, "posterior": post}
+
+    events = [{"event": "created", "step": 9, "version": 2, "skill": "be_efficient", "op": "add"}]
+    events += [tested(s, 2) for s in range(10, 14)]
+    events += [{"event": "rejected", "step": 13, "version": 2, "skill": "be_efficient", "op": "add"}]
+    events += [{"event": "created", "step": 13, "version": 3, "skill": "be_efficient", "op": "add"}]
+    events += [tested(s, 3) for s in range(14, 18)]
+    events += [{"event": "rejected", "step": 17, "version": 3, "skill": "be_efficient", "op": "add"}]
+    events += [{"event": "created", "step": 17, "version": 4, "skill": "be_efficient", "op": "add"}]
+    spans = lifecycle_rows(events, end=20)["be_efficient"]
+    assert [s[2] for s in spans] == ["testing", "testing", "testing", "rejected", "rejected"]  # red drawn last
+    assert [s[0] for s in spans if s[2] == "rejected"] == [13, 17]
+    # the posterior lines restart with each test instead of joining step 13 (v2) to step 14 (v3)
+    assert [[e["step"] for e in seg] for seg in tested_segments(events)] == [[10, 11, 12, 13], [14, 15, 16, 17]]
+    assert plot_lifecycle(events, tmp_path / "back_to_back.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_harmful_skills_are_rejected_and_the_library_reverts(tmp_path):
     controller = make_controller(tmp_path)
     run(controller, guided_policy(helps=False), steps=15)
@@ -110,6 +134,7 @@ def test_harmful_skills_are_rejected_and_the_library_reverts(tmp_path):
     assert controller.registry.active_skills() == [] and controller.registry.current_id == 0
     assert [v.status for v in controller.registry.versions][:3] == ["base", "rejected", "rejected"]
     assert controller.rejected  # their assertions are not re-proposed for a while
+    assert all(not any(f'"{k}":' in key for k in ("n", "min", "max")) for key in controller.rejected)  # by family
 
 
 def test_an_accepted_delete_is_a_prune():

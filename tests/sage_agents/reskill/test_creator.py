@@ -12,7 +12,7 @@ from sage_agents.reskill.creator import RuleCreator, fire_rate, make_creator, sk
 from sage_agents.reskill.llm import LLMCreator, extract_json, hf_generate, openai_generate
 from sage_agents.reskill.registry import Bundle, VersionRegistry
 from sage_envs import Skill, SkillLibrary
-from tests.sage_agents.reskill.test_assertions import ep, make_heat_reservoir
+from tests.sage_agents.reskill.test_assertions import capped_reservoir, ep, make_heat_reservoir
 
 
 def g(name, text="tip", trigger="general", pattern="", provenance=None):
@@ -97,6 +97,40 @@ def test_rule_creator_respects_exclusions_and_gives_up_without_contrast():
     assert second.provenance["assertion"] != first.provenance["assertion"]
     assert creator.create([ep(["look"]) for _ in range(9)], VersionRegistry(), 0) is None
     assert creator.last_error.startswith("no discriminative assertion")
+
+
+def test_final_action_advice_follows_the_sign_of_the_contrast():
+    # ALFWorld run (docs/reskill.md): "ends with 'go to' -0.59" became finish_with_go_to, "Complete the task with a
+    # 'go to' action": the advice said the opposite of the evidence
+    episodes = capped_reservoir()
+    ends_walking = pass_rates(Assertion("final_action", {"pattern": r"^go\ to\b"}, "ends with 'go to'"), episodes)
+    assert ends_walking.contrast < 0
+    skill, _ = RuleCreator().author(ends_walking, episodes)
+    assert skill.name == "not_done_after_go_to" and "Complete the task with" not in skill.text
+    assert "goes with failure (0% of successes vs 100% of failures pass)" in skill.text
+    ends_moving = pass_rates(Assertion("final_action", {"pattern": r"^move\b"}, "ends with 'move'"), episodes)
+    skill, _ = RuleCreator().author(ends_moving, episodes)
+    assert ends_moving.contrast > 0 and skill.name == "finish_with_move" and "Complete the task with" in skill.text
+
+
+def test_a_rejected_behaviour_is_not_reproposed_with_drifted_counts():
+    # ALFWorld run (docs/reskill.md): "uses 'go to' at most 3 times" was rejected at step 9 and came back at step
+    # 21 as "at most 15 times" (a new id, same behaviour) although the 20-step cooldown was still running
+    episodes = capped_reservoir()
+    creator = RuleCreator()
+    first = creator.create(episodes, VersionRegistry(), 0).operations[0].skill
+    assertion = Assertion.from_dict(json.loads(first.provenance["assertion"]))
+    assert assertion.check == "action_count"  # "uses 'go to' at most 2 times"
+    drifted = Assertion(assertion.check, {**assertion.params, "max": assertion.params["max"] + 10})
+    bundle = creator.create(episodes, VersionRegistry(), 1, exclude=[drifted.family])
+    for op in bundle.operations:
+        again = Assertion.from_dict(json.loads(op.skill.provenance["assertion"]))
+        assert again.family != assertion.family
+    # a live skill covers its family too: no second skill for the same behaviour with another count
+    registry = VersionRegistry(SkillLibrary([g("limit", provenance={"assertion": json.dumps(drifted.to_dict())})]))
+    ops = creator.create(episodes, registry, 2).operations
+    added = [Assertion.from_dict(json.loads(op.skill.provenance["assertion"])) for op in ops if op.op == "add"]
+    assert added and all(a.family != assertion.family for a in added)
 
 
 def test_rule_creator_without_any_success_falls_back_on_failure_patterns():
