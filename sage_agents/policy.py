@@ -283,10 +283,9 @@ class LLMPolicy:
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
         history = list(history)
-        recent = history[len(history) - self.history_turns :] if self.history_turns > 0 else []
-        earlier = [act for _, act in history[: len(history) - len(recent)]][-self.earlier_actions :]
-        earlier = earlier if self.earlier_actions > 0 else []
-        history = recent
+        split = max(0, len(history) - self.history_turns)  # history[split:] is the window shown in full
+        earlier = [act for _, act in history[:split]][-self.earlier_actions :] if self.earlier_actions > 0 else []
+        history = history[split:]
         admissible = admissible if self.show_admissible else ()
         skills = obs.get("skills", "")
         if not self.skill_descriptions:

@@ -207,3 +207,11 @@ def test_a_policy_that_may_define_skills_says_so_with_an_empty_library(tiny):
     assert "Skills" not in LLMPolicy(model, tok).prompt(OBS, [], [])
     with_library = LLMPolicy(model, tok, skill_templates=[DEF]).prompt({**OBS, "skills": "- fetch(item, box)"}, [], [])
     assert NO_SKILLS_YET not in with_library
+
+
+def test_a_history_shorter_than_the_window_is_shown_whole(tiny):
+    model, tok = tiny
+    history = [("you see drawer 0", "examine drawer 0"), ("you see drawer 1", "examine drawer 1")]
+    prompt = LLMPolicy(model, tok, history_turns=3).prompt(OBS, history, ADM)
+    assert "History:\nyou see drawer 0\n> examine drawer 0\nyou see drawer 1" in prompt
+    assert "Earlier" not in prompt
