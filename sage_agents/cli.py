@@ -57,6 +57,9 @@ def evaluate(
     history_turns: Annotated[
         int, typer.Option(help="(observation, action) pairs of the current task in the prompt (as in training).")
     ] = 3,
+    earlier_actions: Annotated[
+        int, typer.Option(help="Earlier actions listed beyond the history window (0 = none; as in training).")
+    ] = 20,
     show_admissible: Annotated[
         bool, typer.Option(help="List the admissible commands in the prompt (as in training).")
     ] = True,
@@ -65,7 +68,7 @@ def evaluate(
     """Greedy evaluation of a local model; prints the env/ metrics as JSON.
 
     The prompt options must match the ones the model was trained with (TrainConfig ``history_turns``,
-    ``show_admissible``, ``candidate_score``); the defaults are TrainConfig's.
+    ``earlier_actions``, ``show_admissible``, ``candidate_score``); the defaults are TrainConfig's.
     """
     import gymnasium as gym
 
@@ -81,6 +84,7 @@ def evaluate(
         tokenizer,
         constrained=constrained,
         history_turns=history_turns,
+        earlier_actions=earlier_actions,
         show_admissible=show_admissible,
         candidate_score=candidate_score,
     )
