@@ -150,6 +150,12 @@ class TrainConfig:
     """Where metrics, TensorBoard events and checkpoints go."""
     save_every: int = 50
     """Checkpoint every this many steps (and at the end); 0 = only at the end."""
+    eval_every: int = 0
+    """Greedy evaluation on fixed chains every this many steps and before the first (``eval/*`` metrics); 0 = never."""
+    eval_split: str = "valid_unseen"
+    """Split of the evaluation chains (env ``split``); ignored when the trainer is given ``env_fn``."""
+    eval_chains: int = 16
+    """Evaluation plays the first this many chains of ``eval_split`` once each, ``group_size`` at a time."""
     keep_checkpoints: int = 2
     """Most recent checkpoints kept on disk."""
     resume: bool = False
@@ -188,11 +194,11 @@ class TrainConfig:
             "max_new_tokens",
             "max_prompt_tokens",
         )
-        positive_ints += ("tiny_hidden", "tiny_layers", "max_argument_options", "keep_checkpoints")
+        positive_ints += ("tiny_hidden", "tiny_layers", "max_argument_options", "keep_checkpoints", "eval_chains")
         for name in positive_ints:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 fail(name, "must be a positive integer", "set it to 1 or more")
-        for name in ("total_steps", "warmup_steps", "save_every", "history_turns", "earlier_actions"):
+        for name in ("total_steps", "warmup_steps", "save_every", "eval_every", "history_turns", "earlier_actions"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 fail(name, "must be a non-negative integer", "set it to 0 or more")
         if not self.lr > 0:

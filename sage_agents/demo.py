@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ENV_ID = "SageChain-ALFWorld-v0"
 ARMS = ("grpo", "sage")
 
@@ -50,8 +52,15 @@ class DemoConfig:
     """Agent turns per task before it fails (the expert needs ~11 without skills, ~4 with)."""
 
     # ------------------------------------------------------------------ expert data and SFT
-    expert_chains: int = 200
+    expert_chains: int = 600
     """Generated train chains the expert plays (each with and without skills)."""
+    sft_action_weights: dict[str, float] = field(
+        default_factory=lambda: (
+            {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
+        )
+    )
+    """Resampling weight of the SFT pairs by the first word of the expert's action (``sft.reweight_pairs``;
+    others 1): the decisive turns twice, 30% of the ``go to`` turns, which are ~40% of the raw pairs."""
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 4
@@ -72,6 +81,9 @@ class DemoConfig:
     made prompts 1.7x longer (331 vs 195 tokens on average)."""
 
     # ------------------------------------------------------------------ RL arms
+    extra_rl_seeds: list[int] = field(default_factory=list)
+    """More seeds for both RL arms (``seed`` is the main one), each trained from the same SFT checkpoint and
+    evaluated as ``grpo-seedN`` / ``sage-seedN``; the comparison then also reports mean and spread over seeds."""
     rl_steps: int = 12
     """GRPO/SAGE optimisation steps per arm."""
     group_size: int = 8
@@ -157,12 +169,13 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
 def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     """Stage 2: the tiny model warm-started on the expert pairs (``sft/model``)."""
     from sage_agents.models import build_tiny_model, build_tokenizer, count_parameters
-    from sage_agents.sft import sft_warm_start
+    from sage_agents.sft import reweight_pairs, sft_warm_start
 
     path = out / "sft" / "model"
     if (path / "config.json").exists():
         return path
     tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in pairs])
+    pairs = reweight_pairs(pairs, cfg.sft_action_weights, seed=cfg.seed)
     model, tokenizer = build_tiny_model(tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
     start = time.perf_counter()
     metrics = sft_warm_start(
@@ -178,7 +191,12 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     return path
 
 
-def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Any:
+def arm_label(cfg: DemoConfig, arm: str, seed: int) -> str:
+    """``grpo`` / ``sage`` for the main seed, ``grpo-seedN`` / ``sage-seedN`` for the extra ones (also the folder)."""
+    return arm if seed == cfg.seed else f"{arm}-seed{seed}"
+
+
+def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Any:
     """The TrainConfig of one RL arm; the arms differ only in algorithm, skills and templates."""
     from sage_agents.config import TrainConfig
 
@@ -187,16 +205,17 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Any:
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": skills}, model_path=str(sft), constrained=True,
         skill_templates=skill_templates() if arm == "sage" else [], candidate_score=cfg.candidate_score,
         **cfg.prompt_kwargs, group_size=cfg.group_size,
-        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=cfg.seed, output_dir=str(out / arm),
-        save_every=5, resume=True, micro_batch_size=32, report_to=["jsonl"],
+        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
+        output_dir=str(out / arm_label(cfg, arm, seed)), save_every=5, resume=True, micro_batch_size=32,
+        report_to=["jsonl"],
     )  # fmt: skip
 
 
-def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Path:
+def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Path:
     """Stage 3: one RL arm; returns its final checkpoint folder (``model/`` + ``skill_library/``)."""
     from sage_agents.trainer import Trainer
 
-    config = arm_config(cfg, out, arm, sft)
+    config = arm_config(cfg, out, arm, sft, seed)
     trainer = Trainer(config)
     try:
         if trainer.step < config.total_steps:
@@ -207,20 +226,27 @@ def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path) -> Path:
 
 
 def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str, tuple[str, dict, dict]]:
-    """``label -> (registered agent, agent kwargs, env kwargs)`` of every agent the demo evaluates."""
+    """``label -> (registered agent, agent kwargs, env kwargs)`` of every agent the demo evaluates.
+
+    ``arms`` maps arm labels (:func:`arm_label`) to their final checkpoints.
+    """
     none = {**cfg.env_kwargs, "skills": "none"}
     program = {**cfg.env_kwargs, "skills": "program"}
     policy = {"constrained": True, **cfg.prompt_kwargs}
-    sage_kwargs = {"model_path": str(arms["sage"] / "model"), "skill_templates": skill_templates(), **policy}
-    if (arms["sage"] / "skill_library").is_dir():
-        sage_kwargs["skills_path"] = str(arms["sage"] / "skill_library")
-    return {
+    entries = {
         "random": ("random", {}, none),
         "expert": ("expert", {}, program),
         "sft": ("policy", {"model_path": str(sft), **policy}, none),
-        "grpo": ("grpo", {"model_path": str(arms["grpo"] / "model"), **policy}, none),
-        "sage": ("sage", sage_kwargs, program),
     }
+    for label, checkpoint in arms.items():
+        if label.startswith("grpo"):
+            entries[label] = ("grpo", {"model_path": str(checkpoint / "model"), **policy}, none)
+        else:
+            sage_kwargs = {"model_path": str(checkpoint / "model"), "skill_templates": skill_templates(), **policy}
+            if (checkpoint / "skill_library").is_dir():
+                sage_kwargs["skills_path"] = str(checkpoint / "skill_library")
+            entries[label] = ("sage", sage_kwargs, program)
+    return entries
 
 
 def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]) -> list[dict[str, Any]]:
@@ -238,10 +264,8 @@ def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
 
 
 # ---------------------------------------------------------------------------------------------- report
-def comparison(summaries: list[dict[str, Any]]) -> dict[str, float]:
+def deltas(sage: dict[str, Any], grpo: dict[str, Any]) -> dict[str, float]:
     """SAGE vs GRPO: SGC points gained, and the relative cut in steps and generated tokens per task."""
-    by = {s["agent"]: s for s in summaries}
-    sage, grpo = by["sage"], by["grpo"]
 
     def cut(key: str) -> float:
         return 1.0 - sage[key] / grpo[key] if grpo[key] else 0.0
@@ -250,7 +274,28 @@ def comparison(summaries: list[dict[str, Any]]) -> dict[str, float]:
             "tokens_cut": cut("mean_tokens")}  # fmt: skip
 
 
-def plot(out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
+def comparison(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`deltas` of the main seed's arms (``sage`` vs ``grpo``), and with extra RL seeds ``over_seeds``.
+
+    ``over_seeds`` holds the deltas of every seed (``sage-seedN`` vs ``grpo-seedN``; the main seed as ``main``)
+    with their mean and sample standard deviation.
+    """
+    by = {s["agent"]: s for s in summaries}
+    result: dict[str, Any] = deltas(by["sage"], by["grpo"])
+    suffixes = [label[len("sage") :] for label in by if label.startswith("sage")]
+    if len(suffixes) > 1:
+        per_seed = {
+            suffix.lstrip("-") or "main": deltas(by["sage" + suffix], by["grpo" + suffix]) for suffix in suffixes
+        }
+        keys = list(result)
+        values = {k: np.array([d[k] for d in per_seed.values()]) for k in keys}
+        result["over_seeds"] = {"n": len(per_seed), "per_seed": per_seed,
+                                "mean": {k: float(v.mean()) for k, v in values.items()},
+                                "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
+    return result
+
+
+def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
     """Learning curves of the arms (success per step) and success vs tokens of every agent."""
     import matplotlib
 
@@ -259,11 +304,14 @@ def plot(out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
 
     paths = []
     fig, ax = plt.subplots(figsize=(6, 4))
-    for arm in ARMS:
-        metrics = out / arm / "metrics.jsonl"
-        if metrics.exists():
-            rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-            ax.plot([r["charts/step"] for r in rows], [r["env/task_success"] for r in rows], marker=".", label=arm)
+    for seed in [cfg.seed, *cfg.extra_rl_seeds]:
+        for arm, color in zip(ARMS, ("tab:blue", "tab:orange"), strict=True):
+            label = arm_label(cfg, arm, seed)
+            metrics = out / label / "metrics.jsonl"
+            if metrics.exists():
+                rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+                steps, success = [r["charts/step"] for r in rows], [r["env/task_success"] for r in rows]
+                ax.plot(steps, success, marker=".", color=color, alpha=1.0 if seed == cfg.seed else 0.4, label=label)
     ax.set(xlabel="RL step", ylabel="training task success (TGC of the step's group)", title="Learning curves")
     ax.legend()
     paths.append(out / "learning_curves.png")
@@ -298,9 +346,11 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
     sft = sft_model(cfg, out, pairs)
     arms = {}
-    for i, arm in enumerate(ARMS):
-        console.rule(f"[bold]3/5 RL arm {i + 1}/{len(ARMS)}: {arm}")
-        arms[arm] = train_arm(cfg, out, arm, sft)
+    runs = [(seed, arm) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in ARMS]
+    for i, (seed, arm) in enumerate(runs):
+        label = arm_label(cfg, arm, seed)
+        console.rule(f"[bold]3/5 RL arm {i + 1}/{len(runs)}: {label}")
+        arms[label] = train_arm(cfg, out, arm, sft, seed)
     console.rule(f"[bold]4/5 evaluation on {cfg.eval_split}")
     summaries = evaluate_agents(cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
@@ -309,7 +359,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
               "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     (out / "RESULTS.md").write_text(table)
-    plot(out, summaries)
+    plot(cfg, out, summaries)
     console.print(table)
     console.print(f"SAGE vs GRPO: {json.dumps(result['comparison'])}; wall {result['wall_seconds']:.0f} s")
     return result

@@ -8,7 +8,8 @@ so the warm-started model sees exactly the format it will act in; the completion
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sage_agents.policy import LLMPolicy
@@ -70,6 +71,30 @@ def collect_expert_pairs(
             if terminated or truncated:
                 break
     return pairs
+
+
+def reweight_pairs(
+    pairs: Sequence[dict[str, str]], weights: Mapping[str, float], *, seed: int = 0
+) -> list[dict[str, str]]:
+    """Resample pairs by the first word of their action (class rebalancing).
+
+    Weight ``w`` keeps each pair ``floor(w)`` times plus once more with probability ``w - floor(w)``; words not
+    in ``weights`` keep weight 1.
+
+    Why: an expert's turns are mostly navigation (``go to`` is ~40% of ALFWorld's), while the turns that decide a
+    task (``take``, ``move``, ``heat``, ...) are rare; a tiny model trained on the raw mix keeps walking past the
+    object it was sent for. Up-weighting the decisive turns is the usual class-rebalancing remedy.
+    """
+    if any(w < 0 for w in weights.values()):
+        raise ValueError(f"weights must be >= 0, got {dict(weights)}")
+    rng = random.Random(seed)
+    out: list[dict[str, str]] = []
+    for pair in pairs:
+        words = pair["completion"].split(maxsplit=1)
+        weight = weights.get(words[0] if words else "", 1.0)
+        copies = int(weight) + (rng.random() < weight - int(weight))
+        out += [pair] * copies
+    return out
 
 
 def sft_warm_start(

@@ -44,8 +44,8 @@ from sage_envs.skills import SkillLibrary
 TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
 
 
-def make_envs(config: TrainConfig, n: int) -> list[Any]:
-    """``n`` envs of ``config.env_id`` (``import sage_envs`` registers the project's ids)."""
+def make_envs(config: TrainConfig, n: int, split: str | None = None) -> list[Any]:
+    """``n`` envs of ``config.env_id`` on ``split`` (default ``config.split``; ``import sage_envs`` registers ids)."""
     import gymnasium as gym
 
     kwargs = dict(config.env_kwargs)
@@ -54,7 +54,7 @@ def make_envs(config: TrainConfig, n: int) -> list[Any]:
 
         if config.algo == "reskill":
             kwargs.setdefault("skills", "guidance")  # ReSkill's skills reach the policy through obs["skills"]
-    return [gym.make(config.env_id, split=config.split, **kwargs) for _ in range(n)]
+    return [gym.make(config.env_id, split=split or config.split, **kwargs) for _ in range(n)]
 
 
 class Trainer:
@@ -120,6 +120,8 @@ class Trainer:
         )
         n_envs = cfg.group_size * cfg.chains_per_step
         self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
+        self._env_fn = env_fn
+        self._eval_envs: list[Any] | None = None  # built on first evaluate()
         self.num_chains = int(self.envs[0].unwrapped.num_chains)
         self.chain_rng = np.random.default_rng(cfg.seed)
         self.step = 0
@@ -369,14 +371,20 @@ class Trainer:
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / "config.json").write_text(cfg.to_json())
+            if self.step == 0:  # a fresh run (or a resume that found no checkpoint) starts a fresh log
+                (self.out / "metrics.jsonl").unlink(missing_ok=True)
         columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
         columns += [TimeRemainingColumn(), TextColumn("{task.fields[info]}")]
         with Progress(*columns, disable=not (cfg.progress and self.is_main)) as bar:
             task = bar.add_task(cfg.algo, total=cfg.total_steps, completed=self.step, info="")
+            if cfg.eval_every and self.step == 0:
+                self.log(self.evaluate())
             while self.step < cfg.total_steps:
                 metrics = self.train_step()
                 history.append(metrics)
                 self.log(metrics)
+                if cfg.eval_every and (self.step % cfg.eval_every == 0 or self.step == cfg.total_steps):
+                    self.log(self.evaluate())
                 info = f"TGC {metrics['env/task_success']:.2f} R {metrics['env/reward_mean']:.2f}"
                 bar.update(task, completed=self.step, info=info)
                 if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.total_steps:
@@ -384,6 +392,36 @@ class Trainer:
         if self._writer is not None:
             self._writer.flush()
         return history
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy play of the first ``eval_chains`` chains of ``eval_split`` (the same chains and seeds every time).
+
+        SAGE starts each chain from its skill bank and ReSkill from its current library, as the leaderboard
+        evaluator does with a trained agent. Returns ``charts/step`` and the ``eval/*`` rollout statistics
+        (main process only; the others return ``{}``).
+        """
+        cfg = self.config
+        if not self.is_main:
+            return {}
+        if self._eval_envs is None:
+            n = cfg.group_size
+            fn = self._env_fn
+            self._eval_envs = [fn() for _ in range(n)] if fn else make_envs(cfg, n, split=cfg.eval_split)
+        library = None
+        if cfg.algo == "sage" and len(self.skill_bank):
+            library = self.skill_bank
+        elif self.reskill is not None:
+            library = self.reskill.registry.env_library("current")
+        chains = list(range(min(cfg.eval_chains, int(self._eval_envs[0].unwrapped.num_chains))))
+        self.model.eval()
+        rollouts = []
+        for start in range(0, len(chains), len(self._eval_envs)):
+            batch = chains[start : start + len(self._eval_envs)]
+            envs = self._eval_envs[: len(batch)]
+            seeds = [cfg.seed + c for c in batch]
+            rollouts += rollout_chains(envs, self.policy, batch, seeds, greedy=True, skill_library=library)
+        stats = rollout_stats(rollouts)
+        return {"charts/step": float(self.step), **{"eval/" + k.split("/", 1)[1]: v for k, v in stats.items()}}
 
     def log(self, metrics: dict[str, float]) -> None:
         """Append to metrics.jsonl and TensorBoard (main process only)."""
@@ -513,7 +551,7 @@ class Trainer:
 
     def close(self) -> None:
         """Close the envs and the TensorBoard writer."""
-        for env in self.envs:
+        for env in [*self.envs, *(self._eval_envs or [])]:
             env.close()
         if self._writer is not None:
             self._writer.close()

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from sage_agents.demo import DemoConfig, comparison, run_demo
@@ -16,20 +17,37 @@ def test_comparison_is_points_and_relative_cuts():
     assert got == pytest.approx({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6})
 
 
+def test_comparison_over_extra_seeds_reports_mean_and_spread():
+    def arm(label, sgc, steps, tokens):
+        return {"agent": label, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens}
+
+    summaries = [arm("grpo", 0.40, 10.0, 50.0), arm("sage", 0.47, 7.0, 20.0),
+                 arm("grpo-seed1", 0.50, 10.0, 40.0), arm("sage-seed1", 0.51, 8.0, 40.0)]  # fmt: skip
+    got = comparison(summaries)
+    assert got["sgc_gain_points"] == pytest.approx(7.0)  # the main seed's pair
+    over = got["over_seeds"]
+    assert over["n"] == 2 and set(over["per_seed"]) == {"main", "seed1"}
+    assert over["per_seed"]["seed1"] == pytest.approx({"sgc_gain_points": 1.0, "steps_cut": 0.2, "tokens_cut": 0.0})
+    assert over["mean"] == pytest.approx({"sgc_gain_points": 4.0, "steps_cut": 0.25, "tokens_cut": 0.3})
+    assert over["std"]["sgc_gain_points"] == pytest.approx(np.std([7.0, 1.0], ddof=1))
+    assert "over_seeds" not in comparison(summaries[:2])
+
+
 def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "demo"
-    result = run_demo(DemoConfig(quick=True, output_dir=str(out)))
-    assert [s["agent"] for s in result["summaries"]] == LABELS
+    result = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))
+    assert [s["agent"] for s in result["summaries"]] == [*LABELS, "grpo-seed1", "sage-seed1"]
+    assert result["comparison"]["over_seeds"]["n"] == 2
     assert all(s["n_chains"] == 3 and s["split"] == "valid_unseen" for s in result["summaries"])
     by = {s["agent"]: s for s in result["summaries"]}
     assert by["expert"]["tgc"] > by["random"]["tgc"]  # the scripted upper bound beats chance even on 3 chains
     assert by["sage"]["env_kwargs"]["skills"] == "program" and by["grpo"]["env_kwargs"]["skills"] == "none"
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
-    for arm in ("grpo", "sage"):
+    for arm in ("grpo", "sage", "grpo-seed1", "sage-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]
     pairs = (out / "expert" / "pairs.jsonl").stat().st_mtime
-    again = run_demo(DemoConfig(quick=True, output_dir=str(out)))  # every stage is found finished
+    again = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))  # every stage is found finished
     assert (out / "expert" / "pairs.jsonl").stat().st_mtime == pairs
     assert [s["tgc"] for s in again["summaries"]] == [s["tgc"] for s in result["summaries"]]

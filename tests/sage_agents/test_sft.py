@@ -3,7 +3,7 @@ import torch
 
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import rollout_chains, rollout_stats
-from sage_agents.sft import PlanExpert, collect_expert_pairs, sft_warm_start
+from sage_agents.sft import PlanExpert, collect_expert_pairs, reweight_pairs, sft_warm_start
 from tests.sage_agents.fake_env import FETCH_SKILL, FakeChainEnv, SkillExpert
 
 
@@ -62,3 +62,16 @@ def test_bf16_sft_does_not_leak_autocast_into_the_rl_trainer(tiny_copy, tmp_path
     )
     sft_warm_start(model, tok, pairs, output_dir=str(tmp_path), max_steps=1, batch_size=2, bf16=True)
     assert not AcceleratorState._shared_state or AcceleratorState().mixed_precision == "no"
+
+
+def test_reweight_pairs_repeats_and_thins_by_action_verb():
+    pairs = [{"prompt": f"p{i}", "completion": c} for i, c in enumerate(["take a", "go to b", "open c", ""] * 500)]
+    out = reweight_pairs(pairs, {"take": 2.0, "go": 0.3, "open": 0.0}, seed=1)
+    verbs = [p["completion"].split(maxsplit=1)[0] if p["completion"] else "" for p in out]
+    assert verbs.count("take") == 1000  # every take pair exactly twice
+    assert verbs.count("open") == 0
+    assert verbs.count("") == 500  # unlisted words keep weight 1
+    assert 100 < verbs.count("go") < 200  # 30% of 500 in expectation (150), binomial sd ~10
+    assert reweight_pairs(pairs, {"go": 0.3}, seed=1) == reweight_pairs(pairs, {"go": 0.3}, seed=1)
+    with pytest.raises(ValueError, match=">= 0"):
+        reweight_pairs(pairs, {"go": -1.0})

@@ -119,6 +119,32 @@ def test_resume_is_exact(tiny, tmp_path):
     assert sorted(os.listdir(tmp_path / "part" / "checkpoints")) == ["latest", "step_0000002", "step_0000003"]
 
 
+def test_periodic_greedy_eval_logs_a_curve_without_perturbing_training_and_resumes(tiny, tmp_path):
+    plain = make_trainer(tiny, tmp_path, "plain", total_steps=3)
+    plain.train()
+    evaluated = make_trainer(tiny, tmp_path, "eval", total_steps=3, eval_every=2, eval_chains=3)
+    evaluated.train()
+    a, b = params(plain), params(evaluated)
+    assert all(torch.equal(a[n], b[n]) for n in a)  # greedy play draws no random numbers from training's streams
+    rows = [json.loads(x) for x in (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval/task_success" in r]
+    assert [r["charts/step"] for r in evals] == [0.0, 2.0, 3.0]  # before training, every 2 steps, at the end
+    assert all(0.0 <= r["eval/task_success"] <= 1.0 and "env/task_success" not in r for r in evals)
+    assert len(rows) == 3 + 3
+
+    part = make_trainer(tiny, tmp_path, "part", total_steps=2, save_every=1, eval_every=2, eval_chains=3)
+    part.train()
+    del part  # "killed" after step 2
+    resumed = make_trainer(tiny, tmp_path, "part", total_steps=3, eval_every=2, eval_chains=3, resume=True)
+    resumed.train()
+
+    def read(name):
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+
+    assert read("part") == read("eval")
+
+
 def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
     trainer = make_trainer(tiny, tmp_path, group_size=3, beta=0.1, loss_type="grpo")
     rows, _ = trainer.build_rows(trainer.rollout())
