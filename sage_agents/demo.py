@@ -71,6 +71,11 @@ class DemoConfig:
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
     sft_batch_size: int = 16
     """Pairs per SFT step."""
+    sft_completion_only: bool = False
+    """Train SFT on the action tokens only; False (default) also trains on predicting the prompt's text. That
+    language-model loss on observations teaches the model to copy entity numbers ("drawer 17") from them: at
+    equal compute (500 steps) it preferred the right number over a wrong one in 100 of 100 held pairs vs 57, and
+    agreed with the expert on 40% vs 19% of its turns (docs/demo.md)."""
     sft_bf16: bool = True
     """SFT under bf16 autocast (calibration: 1.5-1.7x faster than fp32 on this CPU)."""
     history_turns: int = 1
@@ -181,6 +186,7 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     metrics = sft_warm_start(
         model, tokenizer, pairs, output_dir=str(out / "sft" / "trl"), epochs=cfg.sft_epochs, lr=cfg.sft_lr,
         batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, bf16=cfg.sft_bf16,
+        completion_only=cfg.sft_completion_only,
     )  # fmt: skip
     metrics.update(parameters=count_parameters(model), pairs=len(pairs), wall_seconds=time.perf_counter() - start)
     tmp = path.with_name("model.tmp")

@@ -112,6 +112,7 @@ def sft_warm_start(
     logging_steps: int = 10,
     bf16: bool = False,
     group_by_length: bool = True,
+    completion_only: bool = True,
 ) -> dict[str, float]:
     """Supervised fine-tuning of ``model`` on ``pairs`` with TRL's ``SFTTrainer`` (completion-only loss).
 
@@ -130,6 +131,8 @@ def sft_warm_start(
         bf16: train under bf16 autocast (faster on recent CPUs; off by default for exactness).
         group_by_length: batch pairs of similar length (transformers' ``group_by_length`` sampler): far less
             padding when prompts range from 50 to 800 tokens, same data per epoch.
+        completion_only: train on the completion tokens only (TRL's ``completion_only_loss``); False trains the
+            language-model loss on the prompt too, i.e. also on predicting the environment's text.
 
     Returns:
         TRL's train metrics (``train_loss``, ``train_runtime``, ...).
@@ -146,7 +149,7 @@ def sft_warm_start(
         learning_rate=lr,
         per_device_train_batch_size=batch_size,
         max_length=max_length,
-        completion_only_loss=True,
+        completion_only_loss=completion_only,
         packing=False,
         save_strategy="no",
         report_to="none",
