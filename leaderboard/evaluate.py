@@ -204,6 +204,15 @@ def _git_commit() -> str:
 _WORKER: dict[str, Any] = {}
 
 
+def _register_in_worker(spec: Any) -> None:
+    """Give a spawned worker the parent's registration of the evaluated env id.
+
+    An id registered at run time (not by importing a package) would otherwise be unknown there.
+    """
+    if spec.id not in gym.registry:
+        gym.registry[spec.id] = spec
+
+
 def _play_in_worker(config: EvalConfig, seed: int, chain: int) -> dict[str, Any]:
     """Play one chain in this process, building the env and the agent once per process."""
     if "env" not in _WORKER:
@@ -267,9 +276,13 @@ def _run(config: EvalConfig, env: gym.Env, agent: Any, todo: list[tuple[int, int
                 yield play_chain(env, agent, chain, seed)
                 progress.advance(bar)
             return
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(config.workers) as pool:
+        # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
+        # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
+        context, spec = multiprocessing.get_context("spawn"), gym.spec(config.env)
+        with ProcessPoolExecutor(config.workers, context, initializer=_register_in_worker, initargs=(spec,)) as pool:
             futures = [pool.submit(_play_in_worker, config, seed, chain) for seed, chain in todo]
             for future in as_completed(futures):
                 yield future.result()
