@@ -20,6 +20,26 @@ from sage_agents.policy import LLMPolicy
 from sage_envs.domains.alfworld import AlfworldExpert
 
 
+def expert_agreement(policy: LLMPolicy, env: gym.Env, chains: range, *, use_skills: bool) -> tuple[int, int]:
+    """``(turns where the policy's greedy choice equals the expert's action, turns)`` on the expert's path."""
+    agree = turns = 0
+    for chain in chains:
+        expert = AlfworldExpert(use_skills=use_skills)
+        obs, info = env.reset(seed=0, options={"chain": chain})
+        history: list[tuple[str, str]] = []
+        while True:
+            action = expert.act(obs, info)
+            choice = policy.act_batch([obs], [info], [history], greedy=True)[0].text
+            agree += choice.strip() == action.strip()
+            turns += 1
+            before = obs["observation"]
+            obs, _, terminated, truncated, info = env.step(action)
+            history = [] if info["new_task"] else [*history, (before, action)]
+            if terminated or truncated:
+                break
+    return agree, turns
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_path")
@@ -34,21 +54,7 @@ def main() -> None:
     templates = skill_templates() if args.skills == "program" else []
     policy = LLMPolicy(model, tokenizer, constrained=True, skill_templates=templates, **cfg.prompt_kwargs)
     env = gym.make("SageChain-ALFWorld-v0", split=args.split, skills=args.skills, **cfg.env_kwargs)
-    agree = turns = 0
-    for chain in range(*args.chains):
-        expert = AlfworldExpert(use_skills=args.skills != "none")
-        obs, info = env.reset(seed=0, options={"chain": chain})
-        history: list[tuple[str, str]] = []
-        while True:
-            action = expert.act(obs, info)
-            choice = policy.act_batch([obs], [info], [history], greedy=True)[0].text
-            agree += choice.strip() == action.strip()
-            turns += 1
-            before = obs["observation"]
-            obs, _, terminated, truncated, info = env.step(action)
-            history = [] if info["new_task"] else [*history, (before, action)]
-            if terminated or truncated:
-                break
+    agree, turns = expert_agreement(policy, env, range(*args.chains), use_skills=args.skills != "none")
     print(f"agreement {agree}/{turns} = {agree / max(1, turns):.2f} ({args.skills} skills, chains {args.chains})")
 
 

@@ -19,13 +19,13 @@ import tempfile
 
 import gymnasium as gym
 import torch
+from expert_agreement import expert_agreement  # examples/ is on sys.path when a script there runs
 
 import sage_envs  # noqa: F401
 from sage_agents.demo import DemoConfig
 from sage_agents.models import build_tiny_model, build_tokenizer
 from sage_agents.policy import LLMPolicy
 from sage_agents.sft import reweight_pairs, sft_warm_start
-from sage_envs.domains.alfworld import AlfworldExpert
 
 
 def completion_logprob(model, tokenizer, prompt: str, completion: str) -> float:
@@ -48,26 +48,6 @@ def number_copy_rate(model, tokenizer, pairs: list[dict[str, str]]) -> float:
     return wins / len(pairs)
 
 
-def expert_agreement(policy: LLMPolicy, chains: range) -> float:
-    """Greedy constrained choice == the expert's action, on the expert's path."""
-    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", **DemoConfig().env_kwargs)
-    agree = turns = 0
-    for chain in chains:
-        expert = AlfworldExpert(use_skills=False)
-        obs, info = env.reset(seed=0, options={"chain": chain})
-        history: list[tuple[str, str]] = []
-        while True:
-            action = expert.act(obs, info)
-            agree += policy.act_batch([obs], [info], [history], greedy=True)[0].text.strip() == action.strip()
-            turns += 1
-            before = obs["observation"]
-            obs, _, terminated, truncated, info = env.step(action)
-            history = [] if info["new_task"] else [*history, (before, action)]
-            if terminated or truncated:
-                break
-    return agree / turns
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", help="the demo's expert/pairs.jsonl")
@@ -76,8 +56,9 @@ def main() -> None:
     cfg = DemoConfig()
     raw = [json.loads(line) for line in open(args.pairs)]
     held = [p for p in raw if p["completion"].startswith("open ") and "Skills:" not in p["prompt"]][:100]
+    tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in raw])
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", **cfg.env_kwargs)
     for completion_only in (True, False):
-        tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in raw])
         model, tokenizer = build_tiny_model(tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=0)
         with tempfile.TemporaryDirectory() as tmp:
             sft_warm_start(
@@ -88,8 +69,9 @@ def main() -> None:
         model.eval()
         policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
         loss = "action only" if completion_only else "whole text"
+        agree, turns = expert_agreement(policy, env, range(4), use_skills=False)
         print(f"{loss:>11}: right number {number_copy_rate(model, tokenizer, held):.2f}, "
-              f"expert agreement {expert_agreement(policy, range(4)):.2f}", flush=True)  # fmt: skip
+              f"expert agreement {agree / turns:.2f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
-PROMPT='"constrained": true, "history_turns": 1, "show_admissible": false, "skill_descriptions": false'
+# The demo's prompt options as JSON members (without braces), read from DemoConfig so the two cannot drift.
+PROMPT=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig
+print(json.dumps({"constrained": True, **DemoConfig().prompt_kwargs})[1:-1])')
 TEMPLATES=$("$PY" -c 'import json; from sage_agents.demo import skill_templates; print(json.dumps(skill_templates()))')
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")

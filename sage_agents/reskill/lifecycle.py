@@ -161,20 +161,9 @@ def plot_lifecycle(events: Sequence[dict[str, Any]], path: str | os.PathLike, to
         bottom.plot(
             steps, [e["posterior"]["p_new"] for e in segment], ".", color="tab:blue", label="P(new)" if first else None
         )
-        bottom.plot(
-            steps,
-            [e["posterior"]["new"]["mean"] for e in segment],
-            "-",
-            color="tab:orange",
-            label="posterior mean, new" if first else None,
-        )
-        bottom.plot(
-            steps,
-            [e["posterior"]["old"]["mean"] for e in segment],
-            "--",
-            color="tab:green",
-            label="posterior mean, old" if first else None,
-        )
+        for arm, style, color in (("new", "-", "tab:orange"), ("old", "--", "tab:green")):
+            means = [e["posterior"][arm]["mean"] for e in segment]
+            bottom.plot(steps, means, style, color=color, label=f"posterior mean, {arm}" if first else None)
     if any(e["event"] == "tested" for e in events):
         bottom.legend(loc="upper left", fontsize="small")
     bottom.set_ylim(0, 1)
