@@ -18,7 +18,8 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,19 @@ class EvalConfig:
     """Processes playing chains in parallel (each builds its own env and agent)."""
     label: str | None = None
     """Leaderboard name of this entry (e.g. "expert-no-skills"); None = the agent name."""
+    batch_size: int = 1
+    """Chains each process plays in lockstep with one ``act_batch`` call per turn (agents without ``act_batch``
+    play one at a time). An LLM agent then generates for the whole batch at once. Part of the config hash: padded
+    batches can round a greedy near-tie the other way, and an agent that learns online sees its chains in another
+    order."""
 
     def __post_init__(self):
         if self.num_chains < 1:
             raise ValueError(f"num_chains={self.num_chains} must be >= 1.")
         if self.workers < 1:
             raise ValueError(f"workers={self.workers} must be >= 1.")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 1.")
         if not self.seeds:
             raise ValueError("seeds is empty; give at least one seed, e.g. --seeds 0.")
 
@@ -90,34 +98,83 @@ class EvalConfig:
 
 def play_chain(env: gym.Env, agent: Any, chain: int, seed: int) -> dict[str, Any]:
     """Play one chain to its end and return its episode record."""
-    options: dict[str, Any] = {"chain": chain}
-    if getattr(agent, "skill_library", None) is not None:  # an agent that brings its learned skills
-        options["skill_library"] = agent.skill_library
-    obs, info = env.reset(seed=seed, options=options)
-    if hasattr(agent, "reset"):
-        # Agents whose reset takes a seed get one per episode, so results do not depend on the order in which
-        # workers play the chains.
-        if "seed" in inspect.signature(agent.reset).parameters:
-            agent.reset(seed=seed * 1_000_003 + chain)
+    return next(play_chains([env], agent, [(seed, chain)]))
+
+
+def play_chains(envs: Sequence[gym.Env], agent: Any, todo: Iterable[tuple[int, int]]) -> Iterator[dict[str, Any]]:
+    """Play the ``(seed, chain)`` pairs of ``todo``, ``len(envs)`` at a time, yielding each record as its chain ends.
+
+    With one env the agent's ``act`` is called, and ``reset`` at each chain start (with ``seed=`` when its
+    signature takes one, so results do not depend on the order in which workers play the chains). With several
+    envs one ``act_batch(observations, infos, slots=...)`` call per turn covers every env still playing (an LLM
+    agent generates for all of them at once) and a finished env starts the next chain at once; ``slots`` are the
+    env indices, so the agent can keep per-env state, which it starts afresh on ``info["new_task"]`` (set by every
+    ``reset``). ``reset()`` is then called once, before the first turn.
+    """
+    queue, batched = deque(todo), len(envs) > 1
+    if batched and hasattr(agent, "reset"):
+        agent.reset()
+    playing: dict[int, _Episode] = {}
+
+    def start(slot: int) -> None:
+        seed, chain = queue.popleft()
+        options: dict[str, Any] = {"chain": chain}
+        if getattr(agent, "skill_library", None) is not None:  # an agent that brings its learned skills
+            options["skill_library"] = agent.skill_library
+        obs, info = envs[slot].reset(seed=seed, options=options)
+        if not batched and hasattr(agent, "reset"):
+            if "seed" in inspect.signature(agent.reset).parameters:
+                agent.reset(seed=seed * 1_000_003 + chain)
+            else:
+                agent.reset()
+        playing[slot] = _Episode(envs[slot], chain, seed, obs, info)
+
+    for slot in range(len(envs)):
+        if queue:
+            start(slot)
+    while playing:
+        slots = list(playing)
+        observations = [playing[s].obs for s in slots]
+        infos = [playing[s].info for s in slots]
+        if batched:
+            actions = agent.act_batch(observations, infos, slots=slots)
+            tokens = getattr(agent, "last_tokens", None) or [len(a.split()) for a in actions]
         else:
-            agent.reset()
-    n = info["chain_length"]
-    record: dict[str, Any] = {
-        "chain": chain, "seed": seed, "task_ids": [], "task_types": [], "success": [False] * n,
-        "steps": [0] * n, "primitive_steps": [0] * n, "tokens": [0] * n, "tokens_in": [0] * n,
-        "skills_used": [[] for _ in range(n)], "skills_created": [[] for _ in range(n)],
-        "skill_reuse": [False] * n, "actions": [[] for _ in range(n)], "invalid_actions": [0] * n,
-    }  # fmt: skip
-    observations = hashlib.sha256()
-    current = 0  # the task the next action goes to
-    terminated = truncated = False
-    while not (terminated or truncated):
-        before = getattr(agent, "tokens_generated", None)
-        action = agent.act(obs, info)
-        record["tokens"][current] += agent.tokens_generated - before if before is not None else len(action.split())
-        record["tokens_in"][current] += sum(len(text.split()) for text in obs.values())
-        obs, _, terminated, truncated, info = env.step(action)
-        observations.update(obs["observation"].encode())
+            before = getattr(agent, "tokens_generated", None)
+            actions = [agent.act(observations[0], infos[0])]
+            tokens = [agent.tokens_generated - before if before is not None else len(actions[0].split())]
+        for slot, action, n_tokens in zip(slots, actions, tokens, strict=True):
+            episode = playing[slot]
+            if episode.step(action, n_tokens):
+                yield episode.record
+                del playing[slot]
+                if queue:
+                    start(slot)
+
+
+class _Episode:
+    """One chain being played: the env, its latest observation and info, and its record (SPEC.md section 5)."""
+
+    def __init__(self, env: gym.Env, chain: int, seed: int, obs: dict[str, str], info: dict[str, Any]):
+        self.env, self.obs, self.info = env, obs, info
+        n = info["chain_length"]
+        self.record: dict[str, Any] = {
+            "chain": chain, "seed": seed, "task_ids": [], "task_types": [], "success": [False] * n,
+            "steps": [0] * n, "primitive_steps": [0] * n, "tokens": [0] * n, "tokens_in": [0] * n,
+            "skills_used": [[] for _ in range(n)], "skills_created": [[] for _ in range(n)],
+            "skill_reuse": [False] * n, "actions": [[] for _ in range(n)], "invalid_actions": [0] * n,
+        }  # fmt: skip
+        self.observations = hashlib.sha256()
+        self.current = 0  # the task the next action goes to
+
+    def step(self, action: str, tokens: int) -> bool:
+        """Send ``action`` (which cost ``tokens`` generated tokens) and record the turn; True when the chain ended."""
+        record = self.record
+        record["tokens"][self.current] += tokens
+        record["tokens_in"][self.current] += sum(len(text.split()) for text in self.obs.values())
+        self.obs, _, terminated, truncated, info = self.env.step(action)
+        self.info = info
+        self.observations.update(self.obs["observation"].encode())
         t = info["task_index"]
         if t == len(record["task_ids"]):
             record["task_ids"].append(info["task_id"])
@@ -130,9 +187,11 @@ def play_chain(env: gym.Env, agent: Any, chain: int, seed: int) -> dict[str, Any
         record["skills_created"][t] += info["skills_created"]
         record["skill_reuse"][t] |= bool(info["skill_reuse"])
         record["success"][t] |= info["task_success"]
-        current = t + 1 if info["new_task"] else t
-    record["observations_sha256"] = observations.hexdigest()
-    return record
+        self.current = t + 1 if info["new_task"] else t
+        if terminated or truncated:
+            record["observations_sha256"] = self.observations.hexdigest()
+            return True
+        return False
 
 
 def _bootstrap_ci(values: np.ndarray, rng: np.random.Generator) -> list[float]:
@@ -213,12 +272,18 @@ def _register_in_worker(spec: Any) -> None:
         gym.registry[spec.id] = spec
 
 
-def _play_in_worker(config: EvalConfig, seed: int, chain: int) -> dict[str, Any]:
-    """Play one chain in this process, building the env and the agent once per process."""
-    if "env" not in _WORKER:
-        _WORKER["env"] = gym.make(config.env, **config.make_kwargs)
+def _make_envs(config: EvalConfig, agent: Any) -> list[gym.Env]:
+    """The envs one process plays in lockstep: ``batch_size`` of them for an agent with ``act_batch``, else one."""
+    n = config.batch_size if hasattr(agent, "act_batch") else 1
+    return [gym.make(config.env, **config.make_kwargs) for _ in range(n)]
+
+
+def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Play ``todo`` in this process, building the agent and its envs once per process."""
+    if "agent" not in _WORKER:
         _WORKER["agent"] = make_agent(config.agent, **config.agent_kwargs)
-    return play_chain(_WORKER["env"], _WORKER["agent"], chain, seed)
+        _WORKER["envs"] = _make_envs(config, _WORKER["agent"])
+    return list(play_chains(_WORKER["envs"], _WORKER["agent"], todo))
 
 
 def _read_done(path: Path, config_hash: str) -> list[dict[str, Any]]:
@@ -241,22 +306,23 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / f"{config.run_name}.episodes.jsonl"
-    env = gym.make(config.env, **config.make_kwargs)
-    num_chains = min(config.num_chains, env.unwrapped.num_chains)
-    source = str(getattr(env.unwrapped.domain, "source", "default"))
+    agent = make_agent(config.agent, **config.agent_kwargs)
+    envs = _make_envs(config, agent)
+    num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
+    source = str(getattr(envs[0].unwrapped.domain, "source", "default"))
     todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
     done = {(r["seed"], r["chain"]): r for r in _read_done(episodes_path, config.config_hash)}
     todo = [key for key in todo_all if key not in done]
-    agent = make_agent(config.agent, **config.agent_kwargs)
 
     with episodes_path.open("a") as sink:
-        for record in _run(config, env, agent, todo):
+        for record in _run(config, envs, agent, todo):
             record["config_hash"] = config.config_hash
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
             done[(record["seed"], record["chain"])] = record
-    env.close()
+    for env in envs:
+        env.close()
     model = str(getattr(agent, "model_id", config.agent))
     summary = summarize([done[key] for key in todo_all], config, model=model, source=source)
     tmp = out / f".{config.run_name}.json.tmp"
@@ -265,28 +331,35 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     return summary
 
 
-def _run(config: EvalConfig, env: gym.Env, agent: Any, todo: list[tuple[int, int]]) -> Iterable[dict[str, Any]]:
+def _run(
+    config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]
+) -> Iterable[dict[str, Any]]:
     """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
     from rich.progress import Progress
 
     with Progress(transient=True) as progress:
         bar = progress.add_task(f"{config.agent} on {config.env}/{config.split}", total=len(todo))
         if config.workers == 1:
-            for seed, chain in todo:
-                yield play_chain(env, agent, chain, seed)
+            for record in play_chains(envs, agent, todo):
+                yield record
                 progress.advance(bar)
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        # Work goes out in parts of a few batches: small enough that a crash loses little and the workers finish
+        # together, large enough that a worker's batch stays full most of the time.
+        part = len(envs) * 4 if len(envs) > 1 else 1
+        parts = [todo[i : i + part] for i in range(0, len(todo), part)]
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
         context, spec = multiprocessing.get_context("spawn"), gym.spec(config.env)
         with ProcessPoolExecutor(config.workers, context, initializer=_register_in_worker, initargs=(spec,)) as pool:
-            futures = [pool.submit(_play_in_worker, config, seed, chain) for seed, chain in todo]
+            futures = [pool.submit(_play_in_worker, config, chunk) for chunk in parts]
             for future in as_completed(futures):
-                yield future.result()
-                progress.advance(bar)
+                for record in future.result():
+                    yield record
+                    progress.advance(bar)
 
 
 def parse_args(argv: list[str] | None = None) -> EvalConfig:
@@ -303,6 +376,7 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON dict for gym.make")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes")
     parser.add_argument("--label", default=None, help="leaderboard name of this entry (default: the agent name)")
+    parser.add_argument("--batch-size", type=int, default=1, help="chains per process played in lockstep")
     args = parser.parse_args(argv)
     return EvalConfig(**{k.replace("-", "_"): v for k, v in vars(args).items()})
 

@@ -10,13 +10,14 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
+BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 # The demo's prompt options as JSON members (without braces), read from DemoConfig so the two cannot drift.
 PROMPT=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig
 print(json.dumps({"constrained": True, **DemoConfig().prompt_kwargs})[1:-1])')
 TEMPLATES=$("$PY" -c 'import json; from sage_agents.demo import skill_templates; print(json.dumps(skill_templates()))')
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
-run() { "$PY" -m leaderboard.evaluate --output leaderboard/results "$@"; }
+run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@"; }
 splits=("--split valid_seen" "--split valid_unseen")
 if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}

@@ -110,6 +110,8 @@ class DemoConfig:
     """Episode seeds of the evaluation."""
     workers: int = 2
     """Evaluation processes."""
+    eval_batch_size: int = 8
+    """Chains each evaluation process plays in lockstep (LLM agents generate for all of them at once)."""
 
     def __post_init__(self) -> None:
         if self.quick:
@@ -265,6 +267,7 @@ def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
         config = EvalConfig(
             agent=agent, label=label, split=cfg.eval_split, num_chains=cfg.eval_chains, seeds=list(cfg.eval_seeds),
             agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"), workers=cfg.workers,
+            batch_size=cfg.eval_batch_size,
         )  # fmt: skip
         summaries.append(evaluate(config))
     return summaries

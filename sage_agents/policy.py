@@ -620,8 +620,9 @@ def completion_logprobs(
 class PolicyAgent:
     """The policy as a plug-in agent (``act(observation, info) -> str``) for the evaluator and leaderboard.
 
-    History is kept per batch slot and cleared whenever ``info["new_task"]`` is set (a reset, or the
-    observation opens the next task of the chain). ``tokens_generated`` counts completion tokens.
+    History is kept per slot (an env of a batch) and cleared whenever ``info["new_task"]`` is set (a reset, or the
+    observation opens the next task of the chain). ``tokens_generated`` counts completion tokens, ``last_tokens``
+    those of each slot in the latest call.
 
     Args:
         policy: the :class:`LLMPolicy`.
@@ -633,12 +634,13 @@ class PolicyAgent:
     def __init__(self, policy: LLMPolicy, *, greedy: bool = True, skill_library: Any = None):
         self.policy, self.greedy, self.skill_library = policy, greedy, skill_library
         self.tokens_generated = 0
-        self._histories: list[list[tuple[str, str]]] = []
-        self._last: list[tuple[str, str] | None] = []
+        self.last_tokens: list[int] = []
+        self._histories: dict[int, list[tuple[str, str]]] = {}
+        self._last: dict[int, tuple[str, str]] = {}
 
     def reset(self, seed: int | None = None) -> None:
-        """Start a chain: forget the history; a ``seed`` reseeds torch's sampler (when not greedy)."""
-        self._histories, self._last = [], []
+        """Start afresh: forget every slot's history; a ``seed`` reseeds torch's sampler (when not greedy)."""
+        self._histories, self._last = {}, {}
         if seed is not None and not self.greedy:
             torch.manual_seed(seed)
 
@@ -646,22 +648,30 @@ class PolicyAgent:
         """The action text for ``env.step``."""
         return self.act_batch([observation], [info])[0]
 
-    def act_batch(self, observations: Sequence[dict[str, str]], infos: Sequence[dict[str, Any]]) -> list[str]:
-        """One action per slot (slot i = the i-th env of the batch, stable between resets)."""
-        while len(self._histories) < len(observations):
-            self._histories.append([])
-            self._last.append(None)
-        for i, info in enumerate(infos):
-            if info.get("new_task", False) or self._last[i] is None:
-                self._histories[i] = []
+    def act_batch(
+        self,
+        observations: Sequence[dict[str, str]],
+        infos: Sequence[dict[str, Any]],
+        slots: Sequence[int] | None = None,
+    ) -> list[str]:
+        """One action per observation, generated as one batch.
+
+        ``slots`` name the env each observation comes from (default ``0 .. n-1``); a slot's history follows its
+        env from call to call, so envs may finish or start between calls.
+        """
+        slots = range(len(observations)) if slots is None else slots
+        for slot, info in zip(slots, infos, strict=True):
+            last = self._last.get(slot)
+            if info.get("new_task", False) or last is None:
+                self._histories[slot] = []
             else:
-                self._histories[i] = [*self._histories[i], self._last[i]][-64:]
-        completions = self.policy.act_batch(
-            observations, infos, self._histories[: len(observations)], greedy=self.greedy
-        )
-        for i, (obs, comp) in enumerate(zip(observations, completions, strict=True)):
-            self._last[i] = (obs["observation"], comp.action.text)
-            self.tokens_generated += len(comp.completion_ids)
+                self._histories[slot] = [*self._histories[slot], last][-64:]
+        histories = [self._histories[slot] for slot in slots]
+        completions = self.policy.act_batch(observations, infos, histories, greedy=self.greedy)
+        for slot, obs, comp in zip(slots, observations, completions, strict=True):
+            self._last[slot] = (obs["observation"], comp.action.text)
+        self.last_tokens = [len(c.completion_ids) for c in completions]
+        self.tokens_generated += sum(self.last_tokens)
         return [c.action.text for c in completions]
 
 

@@ -335,23 +335,26 @@ class MemoryAgent:
         self.agent, self.memory, self.top_k, self.learn = agent, memory, top_k, learn
         self.memory_path = memory_path
         self.model_id = getattr(agent, "model_id", "memory")
-        self._slots: list[_Slot] = []
+        self._slots: dict[int, _Slot] = {}
 
     @property
     def tokens_generated(self) -> int:
         """Completion tokens generated so far (read by the evaluator)."""
         return self.agent.tokens_generated
 
+    @property
+    def last_tokens(self) -> list[int]:
+        """Completion tokens of each slot in the latest ``act_batch`` (read by the batched evaluator)."""
+        return getattr(self.agent, "last_tokens", [])
+
     def reset(self, seed: int | None = None) -> None:
         """Start a chain: forget the per-env state (the memory stays)."""
         self.agent.reset(seed=seed)
-        self._slots = []
+        self._slots = {}
 
     def observe(self, observation: dict[str, Any], info: dict[str, Any], slot: int = 0) -> None:
         """Update from one transition (also for the final step of a chain, which ``act`` never sees)."""
-        while len(self._slots) <= slot:
-            self._slots.append(_Slot())
-        state = self._slots[slot]
+        state = self._slots.setdefault(slot, _Slot())
         if state.pending is not None and info.get("action_valid", True):
             state.actions.append(state.pending)
         state.pending = None
@@ -368,14 +371,20 @@ class MemoryAgent:
         """The action text for ``env.step``."""
         return self.act_batch([observation], [info])[0]
 
-    def act_batch(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]]) -> list[str]:
-        """One action per slot (slot i = the i-th env of the batch)."""
-        for i, (obs, info) in enumerate(zip(observations, infos, strict=True)):
-            self.observe(obs, info, i)
-        shown = [{**obs, "workflows": self._slots[i].workflows} for i, obs in enumerate(observations)]
-        actions = self.agent.act_batch(shown, infos)
-        for i, action in enumerate(actions):
-            self._slots[i].pending = action
+    def act_batch(
+        self,
+        observations: Sequence[dict[str, Any]],
+        infos: Sequence[dict[str, Any]],
+        slots: Sequence[int] | None = None,
+    ) -> list[str]:
+        """One action per observation; ``slots`` name the env of each (default ``0 .. n-1``, see PolicyAgent)."""
+        slots = range(len(observations)) if slots is None else slots
+        for slot, obs, info in zip(slots, observations, infos, strict=True):
+            self.observe(obs, info, slot)
+        shown = [{**obs, "workflows": self._slots[s].workflows} for s, obs in zip(slots, observations, strict=True)]
+        actions = self.agent.act_batch(shown, infos, slots=slots)
+        for slot, action in zip(slots, actions, strict=True):
+            self._slots[slot].pending = action
         return actions
 
     def train(

@@ -6,10 +6,13 @@ A third-party package adds an agent with no change here::
     my_agent = "my_package.agents:make_my_agent"   # factory(**kwargs) -> agent
 
 An agent has ``act(observation, info) -> str`` (the action text for ``env.step``) and may have ``reset()``
-(called at each chain start; given ``seed=`` when its signature takes one), ``act_batch(observations, infos) ->
-list[str]``, ``train(...)``, ``tokens_generated`` (a running count of generated tokens the evaluator reads;
-agents without it are charged the whitespace-separated words of their actions) and ``skill_library`` (a
-``sage_envs.SkillLibrary`` the evaluator starts every chain from: a trained agent's learned skills).
+(called at each chain start; given ``seed=`` when its signature takes one), ``act_batch(observations, infos,
+slots=None) -> list[str]`` (one action per observation; ``slots`` name the env each comes from, stable while its
+chain lasts, so per-env state can follow them; the evaluator's ``batch_size`` uses it), ``train(...)``,
+``tokens_generated`` (a running count of generated tokens the evaluator reads; ``last_tokens``, the count of each
+observation of the latest ``act_batch``, in batched evaluation; agents without them are charged the
+whitespace-separated words of their actions) and ``skill_library`` (a ``sage_envs.SkillLibrary`` the evaluator
+starts every chain from: a trained agent's learned skills).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import json
 import gymnasium as gym
 import pytest
 
-from leaderboard.evaluate import EvalConfig, evaluate, parse_args, play_chain, summarize
+from leaderboard.evaluate import EvalConfig, evaluate, parse_args, play_chain, play_chains, summarize
 from sage_agents.registry import UnknownAgentError, list_agents, make_agent
 from sage_envs import SageChainEnv
 
@@ -92,6 +92,49 @@ def test_parallel_workers_match_serial(tmp_path):
     serial = evaluate(parse_args([*base, "--output", str(tmp_path / "a")]))
     parallel = evaluate(parse_args([*base, "--output", str(tmp_path / "b"), "--workers", "2"]))
     assert serial["tgc"] == parallel["tgc"] and serial["mean_steps"] == parallel["mean_steps"]
+
+
+class BatchScriptedAgent:
+    """The toy expert plan through ``act_batch``; checks that every slot keeps to one chain until it ends."""
+
+    def __init__(self):
+        self.tasks, self.calls, self.last_tokens = {}, [], []
+
+    def act_batch(self, observations, infos, slots=None):
+        for slot, obs, info in zip(slots, observations, infos, strict=True):
+            if info["new_task"]:
+                self.tasks[slot] = obs["task"]
+            assert obs["task"] == self.tasks[slot], "a slot received another chain's observation"
+        self.calls.append(len(slots))
+        self.last_tokens = [7] * len(slots)
+        return [info["expert_plan"][0] for info in infos]
+
+    def act(self, observation, info):
+        raise AssertionError("the batched evaluator must call act_batch")
+
+
+def test_batched_play_refills_slots_and_records_the_same_episodes():
+    envs = [gym.make(TOY_ID, expert_plan=True, split="train") for _ in range(3)]
+    agent = BatchScriptedAgent()
+    todo = [(seed, chain) for seed in (0, 1) for chain in range(4)]
+    batched = {(r["seed"], r["chain"]): r for r in play_chains(envs, agent, todo)}
+    assert set(batched) == set(todo)
+    # Finished envs start the next chain at once: the batch stays full (toy chains have 1 or 2 tasks of 3 turns).
+    assert agent.calls == [3] * 12 and sum(sum(r["steps"]) for r in batched.values()) == 36
+    serial_env = gym.make(TOY_ID, expert_plan=True, split="train")
+    for seed, chain in todo:
+        serial = play_chain(serial_env, ScriptedAgent(), chain=chain, seed=seed)
+        record = batched[(seed, chain)]
+        assert set(record["tokens"]) == {21}  # 3 turns x last_tokens, not words
+        assert {k: v for k, v in record.items() if k != "tokens"} == {k: v for k, v in serial.items() if k != "tokens"}
+
+
+def test_batch_size_falls_back_to_one_chain_at_a_time_without_act_batch(tmp_path):
+    base = ["--agent", "random", "--env", TOY_ID, "--num-chains", "4", "--split", "train"]
+    serial = evaluate(parse_args([*base, "--output", str(tmp_path / "a")]))
+    batched = evaluate(parse_args([*base, "--output", str(tmp_path / "b"), "--batch-size", "3", "--workers", "2"]))
+    assert serial["tgc"] == batched["tgc"] and serial["mean_steps"] == batched["mean_steps"]
+    assert serial["config_hash"] != batched["config_hash"]  # never resumed from the other's episodes
 
 
 def test_sage_cli_reaches_the_evaluator(tmp_path):

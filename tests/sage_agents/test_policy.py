@@ -162,6 +162,24 @@ def test_policy_agent_history_and_tokens(tiny):
     assert agent.tokens_generated > 0
 
 
+def test_policy_agent_histories_follow_slots_not_positions(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, constrained=True, history_turns=3)
+    seen = []
+    original = policy.act_batch
+    policy.act_batch = lambda obs, infos, histories, greedy: seen.append(histories) or original(
+        obs, infos, histories, greedy=greedy
+    )
+    agent = PolicyAgent(policy)
+    start, later = {"admissible_commands": ADM, "new_task": True}, {"admissible_commands": ADM, "new_task": False}
+    views = [{**OBS, "observation": f"env {i}"} for i in range(3)]
+    first = agent.act_batch(views, [start] * 3, slots=[0, 1, 2])
+    # Env 1 has finished: envs 0 and 2 go on, and env 2's turn must come with env 2's history.
+    agent.act_batch([views[0], views[2]], [later] * 2, slots=[0, 2])
+    assert seen[-1] == [[("env 0", first[0])], [("env 2", first[2])]]
+    assert len(agent.last_tokens) == 2 and agent.tokens_generated >= sum(agent.last_tokens) > 0
+
+
 def test_chat_template_is_used_when_present(tiny):
     model, tok = tiny
     chat_tok = copy.deepcopy(tok)

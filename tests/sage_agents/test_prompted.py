@@ -6,6 +6,7 @@ import json
 
 import gymnasium as gym
 import pytest
+import torch
 
 from leaderboard.evaluate import evaluate, parse_args
 from sage_agents.prompted import (
@@ -175,7 +176,7 @@ class ClumsyAgent:
     def reset(self, seed=None):
         pass
 
-    def act_batch(self, observations, infos):
+    def act_batch(self, observations, infos, slots=None):
         return ["dance" if info.get("new_task") else info["expert_plan"][0] for info in infos]
 
 
@@ -207,6 +208,28 @@ def test_end_to_end_evaluation_records_tokens(name, model_dir, tmp_path):
     summary = evaluate(config)
     assert summary["n_tasks"] == 3 and summary["mean_tokens"] > 0 and summary["model"] == model_dir
     assert 0.0 <= summary["tgc"] <= 1.0 and summary["skills_created"] == 0
+
+
+def test_batched_evaluation_of_a_policy_plays_as_one_at_a_time(tiny_copy, tmp_path):
+    # Free generation from weights scaled up: the text then varies with every prompt token (history, padding),
+    # where the freshly initialised model writes newlines whatever it is shown.
+    model, tokenizer = tiny_copy
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(20.0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    kwargs = {"model_path": str(tmp_path / "model"), "max_new_tokens": 6}
+    base = ["--agent", "policy", "--env", TOY_ID, "--num-chains", "4", "--seeds", "0", "1", "--split", "train",
+            "--env-kwargs", '{"max_steps_per_task": 3}', "--agent-kwargs", json.dumps(kwargs)]  # fmt: skip
+    runs = {}
+    for batch in ("1", "3"):
+        config = parse_args([*base, "--batch-size", batch, "--output", str(tmp_path / batch)])
+        evaluate(config)
+        lines = (tmp_path / batch / f"{config.run_name}.episodes.jsonl").read_text().splitlines()
+        runs[batch] = {(r["seed"], r["chain"]): (r["actions"], r["tokens"]) for r in map(json.loads, lines)}
+    assert runs["3"] == runs["1"] and len(runs["1"]) == 8
+    assert len({a for actions, _ in runs["1"].values() for task in actions for a in task}) > 3
 
 
 def test_react_agent_factory_wraps_a_policy_agent(model_dir):
