@@ -263,13 +263,16 @@ def _git_commit() -> str:
 _WORKER: dict[str, Any] = {}
 
 
-def _register_in_worker(spec: Any) -> None:
-    """Give a spawned worker the parent's registration of the evaluated env id.
+def _init_worker(spec: Any, threads: int) -> None:
+    """Set up a spawned worker: the parent's registration of the env id, and its share of the cores.
 
-    An id registered at run time (not by importing a package) would otherwise be unknown there.
+    An id registered at run time (not by importing a package) would otherwise be unknown there. Math libraries
+    (torch, BLAS) start one thread per core in every worker unless told otherwise, and the workers then contend;
+    ``OMP_NUM_THREADS`` set by the user is left alone.
     """
     if spec.id not in gym.registry:
         gym.registry[spec.id] = spec
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 
 
 def _make_envs(config: EvalConfig, agent: Any) -> list[gym.Env]:
@@ -354,7 +357,8 @@ def _run(
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
         context, spec = multiprocessing.get_context("spawn"), gym.spec(config.env)
-        with ProcessPoolExecutor(config.workers, context, initializer=_register_in_worker, initargs=(spec,)) as pool:
+        threads = max(1, (os.cpu_count() or 1) // config.workers)
+        with ProcessPoolExecutor(config.workers, context, initializer=_init_worker, initargs=(spec, threads)) as pool:
             futures = [pool.submit(_play_in_worker, config, chunk) for chunk in parts]
             for future in as_completed(futures):
                 for record in future.result():

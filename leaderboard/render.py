@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,24 @@ def _ci(summary: dict[str, Any], key: str) -> str:
     return f"[{_pct(low)}, {_pct(high)}]"
 
 
-def render_markdown(summaries: list[dict[str, Any]]) -> str:
-    """One table per (env, split, source), rows sorted by SGC then TGC, best first."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+def protocol(summary: dict[str, Any]) -> str:
+    """The chain settings an entry was played with (entries are only comparable under the same ones)."""
+    kwargs = summary.get("env_kwargs", {})
+    length, turns = kwargs.get("chain_length"), kwargs.get("max_steps_per_task")
+    parts = [f"{length}-task chains" if length else "", f"{turns} turns per task" if turns else ""]
+    return ", ".join(p for p in parts if p) or "env defaults"
+
+
+def groups(summaries: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], list[dict[str, Any]]]:
+    """Entries by (env, split, source, protocol), sorted: the sets of comparable entries."""
+    out: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for s in summaries:
-        groups.setdefault((s["env"], s["split"], s["source"]), []).append(s)
+        out.setdefault((s["env"], s["split"], s["source"], protocol(s)), []).append(s)
+    return dict(sorted(out.items()))
+
+
+def render_markdown(summaries: list[dict[str, Any]]) -> str:
+    """One table per (env, split, source, protocol), rows sorted by SGC then TGC, best first."""
     lines = [
         "# Leaderboard",
         "",
@@ -39,11 +53,11 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
         "TGC = share of tasks completed, SGC = share of chains with every task completed (percent, 95% bootstrap",
         "CI over chains). Steps are agent turns per task; tokens are generated tokens per task.",
     ]
-    for (env, split, source), rows in sorted(groups.items()):
+    for (env, split, source, played), rows in groups(summaries).items():
         rows = sorted(rows, key=lambda s: (-s["sgc"], -s["tgc"], s["agent"]))
         lines += [
             "",
-            f"## {env} / {split} / {source}",
+            f"## {env} / {split} / {source} ({played})",
             "",
             "| agent | model | chains | TGC | TGC 95% CI | SGC | SGC 95% CI | steps | engine steps | tokens "
             "| skill reuse | skills/chain | seeds | commit |",
@@ -66,25 +80,23 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
 
 
 def render_plots(summaries: list[dict[str, Any]], output: Path) -> list[Path]:
-    """Success vs tokens and per-task-type bars, one PNG pair per (env, split, source)."""
+    """Success vs tokens and per-task-type bars, one PNG pair per (env, split, source, protocol)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths = []
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for s in summaries:
-        groups.setdefault((s["env"], s["split"], s["source"]), []).append(s)
-    for (env, split, source), rows in sorted(groups.items()):
+    for (env, split, source, played), rows in groups(summaries).items():
         rows = sorted(rows, key=lambda s: s["agent"])
-        stem = f"{env}__{split}__{source}"
+        stem = "__".join([env, split, source, re.sub(r"[^A-Za-z0-9]+", "-", played)])
         fig, ax = plt.subplots(figsize=(5, 4))
         for s in rows:
             low, high = s["ci95"]["tgc"]
             ax.errorbar(s["mean_tokens"], s["tgc"], yerr=[[s["tgc"] - low], [high - s["tgc"]]], fmt="o", capsize=3)
             ax.annotate(s["agent"], (s["mean_tokens"], s["tgc"]), textcoords="offset points", xytext=(4, 4))
-        ax.set(xlabel="generated tokens per task", ylabel="TGC", title=f"{split} ({source})", ylim=(-0.05, 1.05))
+        title = f"{split} ({source}; {played})"
+        ax.set(xlabel="generated tokens per task", ylabel="TGC", title=title, ylim=(-0.05, 1.05))
         fig.tight_layout()
         paths.append(output / f"{stem}__success_vs_tokens.png")
         fig.savefig(paths[-1], dpi=120)
@@ -98,7 +110,7 @@ def render_plots(summaries: list[dict[str, Any]], output: Path) -> list[Path]:
                    width, label=s["agent"])  # fmt: skip
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(types))], [t.replace("_", "\n") for t in types],
                       fontsize=7)  # fmt: skip
-        ax.set(ylabel="success", title=f"per task type: {split} ({source})", ylim=(0, 1.05))
+        ax.set(ylabel="success", title=f"per task type: {title}", ylim=(0, 1.05))
         ax.legend(fontsize=7)
         fig.tight_layout()
         paths.append(output / f"{stem}__per_task_type.png")

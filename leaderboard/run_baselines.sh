@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Reproduce the committed baseline results: random, expert (skills) and expert (no skills) on generated
 # valid_seen / valid_unseen (100 chains) and, when the data is present, official valid_seen (all 99 chains).
+# Protocol of every leaderboard entry: the demo's chains (DemoConfig.env_kwargs: 2 tasks, 30 turns per task).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+# The protocol as JSON members (without braces), read from DemoConfig so that the scripts cannot drift.
+ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
 run() { "$PY" -m leaderboard.evaluate --output leaderboard/results "$@"; }
 for split in valid_seen valid_unseen; do
-  run --agent random --split "$split" --num-chains 100
-  run --agent expert --split "$split" --num-chains 100
+  run --agent random --split "$split" --num-chains 100 --env-kwargs "{$ENV}"
+  run --agent expert --split "$split" --num-chains 100 --env-kwargs "{$ENV}"
   run --agent expert --label expert-no-skills --split "$split" --num-chains 100 \
-      --agent-kwargs '{"use_skills": false}' --env-kwargs '{"skills": "none"}'
+      --agent-kwargs '{"use_skills": false}' --env-kwargs "{$ENV, \"skills\": \"none\"}"
 done
 if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}
-  run --agent random --split valid_seen --source official --num-chains 1000
-  run --agent expert --split valid_seen --source official --num-chains 1000
+  run --agent random --split valid_seen --source official --num-chains 1000 --env-kwargs "{$ENV}"
+  run --agent expert --split valid_seen --source official --num-chains 1000 --env-kwargs "{$ENV}"
   run --agent expert --label expert-no-skills --split valid_seen --source official --num-chains 1000 \
-      --agent-kwargs '{"use_skills": false}' --env-kwargs '{"skills": "none"}'
+      --agent-kwargs '{"use_skills": false}' --env-kwargs "{$ENV, \"skills\": \"none\"}"
 fi
 "$PY" -m leaderboard.render

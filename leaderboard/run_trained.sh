@@ -2,21 +2,34 @@
 # Reproduce the committed results of the LLM agents: the demo's SFT model (`policy`), its GRPO and SAGE
 # checkpoints, and the prompted `react` and `memory` agents on that same SFT model, on generated valid_seen /
 # valid_unseen (100 chains) and, when the data is present, official valid_seen (all 99 chains). Run `make demo`
-# first (DEMO=its --output-dir). Same protocol as run_baselines.sh (chain_length 2, 50 turns per task); the
-# prompt options are the demo's (sage_agents/demo.py, DemoConfig.prompt_kwargs). `memory` learns while it is
-# evaluated, so it runs in one process: its results then do not depend on how chains are spread over workers.
+# first (DEMO=its --output-dir). Same protocol as run_baselines.sh (the demo's chains: 2 tasks, 30 turns per
+# task); the prompt options are the demo's too (sage_agents/demo.py, DemoConfig). The demo's own valid_unseen
+# episodes are copied in first: entries with the same settings resume from them instead of replaying (the
+# evaluator keeps only episodes whose config hash matches). `memory` learns while it is evaluated, so it runs in
+# one process: its results then do not depend on how chains are spread over workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
-# The demo's prompt options as JSON members (without braces), read from DemoConfig so the two cannot drift.
+# The demo's protocol and prompt options as JSON members (without braces), read from DemoConfig so the scripts
+# cannot drift from it.
+ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
 PROMPT=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig
 print(json.dumps({"constrained": True, **DemoConfig().prompt_kwargs})[1:-1])')
 TEMPLATES=$("$PY" -c 'import json; from sage_agents.demo import skill_templates; print(json.dumps(skill_templates()))')
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
+SKILLS=""  # the skills SAGE's reward paid for in training, when there were any (as the demo evaluates it)
+if [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+mkdir -p leaderboard/results
+for label in sft grpo sage; do
+  episodes=$DEMO/results/${label}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl
+  if [ -f "$episodes" ] && [ ! -f "leaderboard/results/$(basename "$episodes")" ]; then
+    cp "$episodes" leaderboard/results/
+  fi
+done
 run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@"; }
 splits=("--split valid_seen" "--split valid_unseen")
 if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
@@ -25,15 +38,15 @@ if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
 fi
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086  # $split is two or four words on purpose
-  run --agent policy --label sft $split --workers "$WORKERS" --env-kwargs '{"skills": "none"}' \
+  run --agent policy --label sft $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  run --agent grpo $split --workers "$WORKERS" --env-kwargs '{"skills": "none"}' \
+  run --agent grpo --label grpo $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$GRPO/model\", $PROMPT}"
-  run --agent sage $split --workers "$WORKERS" --env-kwargs '{"skills": "program"}' \
-      --agent-kwargs "{\"model_path\": \"$SAGE/model\", \"skills_path\": \"$SAGE/skill_library\", \"skill_templates\": $TEMPLATES, $PROMPT}"
-  run --agent react $split --workers "$WORKERS" --env-kwargs '{"skills": "none"}' \
+  run --agent react $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  run --agent memory $split --workers 1 --env-kwargs '{"skills": "none"}' \
+  run --agent memory $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", \"top_k\": 3, $PROMPT}"
+  run --agent sage --label sage $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"program\"}" \
+      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
 done
 "$PY" -m leaderboard.render
