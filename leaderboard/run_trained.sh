@@ -23,6 +23,19 @@ GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # the skills SAGE's reward paid for in training, when there were any (as the demo evaluates it)
 if [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+# RESKILL=<the output_dir of a `sage train --algo reskill` run> adds its last checkpoint as `reskill`, acting with
+# the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted.
+if [ -n "${RESKILL:-}" ]; then
+  RESKILL_CKPT=$RESKILL/checkpoints/$(cat "$RESKILL/checkpoints/latest")
+  read -r RESKILL_SKILLS RESKILL_AGENT < <("$PY" -c 'import json, os, sys
+from sage_agents.config import TrainConfig
+ckpt = sys.argv[1]
+cfg = TrainConfig.from_dict(json.load(open(os.path.join(ckpt, "trainer_state.json")))["config"])
+agent = {"model_path": os.path.join(ckpt, "model"), **cfg.policy_kwargs}
+if os.path.isdir(os.path.join(ckpt, "reskill_library")):
+    agent["skills_path"] = os.path.join(ckpt, "reskill_library")
+print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent))' "$RESKILL_CKPT")
+fi
 mkdir -p leaderboard/results
 for label in sft grpo sage; do
   episodes=$DEMO/results/${label}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl
@@ -48,5 +61,9 @@ for split in "${splits[@]}"; do
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", \"top_k\": 3, $PROMPT}"
   run --agent sage --label sage $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"program\"}" \
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
+  if [ -n "${RESKILL:-}" ]; then
+    run --agent reskill --label reskill $split --workers "$WORKERS" \
+        --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
+  fi
 done
 "$PY" -m leaderboard.render

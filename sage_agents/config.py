@@ -264,6 +264,17 @@ class TrainConfig:
         """``reward_mode``, or the algorithm's default (computed at runtime)."""
         return self.reward_mode or ("skill" if self.algo == "sage" else "outcome")  # reskill: plain episode reward
 
+    @property
+    def policy_kwargs(self) -> dict[str, Any]:
+        """The :class:`~sage_agents.policy.LLMPolicy` options (prompt and decoding) the trained model acts with.
+
+        An evaluation of its checkpoint passes the same ones: ``make_policy_agent(path, **policy_kwargs)``.
+        """
+        names = ("history_turns", "earlier_actions", "skill_descriptions", "max_new_tokens", "temperature", "top_p",
+                 "constrained", "skill_calls", "skill_templates", "max_argument_options", "candidate_score",
+                 "max_prompt_tokens", "show_admissible")  # fmt: skip
+        return {name: getattr(self, name) for name in names}
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every field."""
         return dataclasses.asdict(self)

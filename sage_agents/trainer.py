@@ -101,23 +101,7 @@ class Trainer:
         with warnings.catch_warnings():  # torch renamed broadcast_buffers; accelerate does not pass the new name
             warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
             self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        self.policy = LLMPolicy(
-            self.accelerator.unwrap_model(self.model),
-            tokenizer,
-            history_turns=cfg.history_turns,
-            earlier_actions=cfg.earlier_actions,
-            skill_descriptions=cfg.skill_descriptions,
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            constrained=cfg.constrained,
-            skill_calls=cfg.skill_calls,
-            skill_templates=cfg.skill_templates,
-            max_argument_options=cfg.max_argument_options,
-            candidate_score=cfg.candidate_score,
-            max_prompt_tokens=cfg.max_prompt_tokens,
-            show_admissible=cfg.show_admissible,
-        )
+        self.policy = LLMPolicy(self.accelerator.unwrap_model(self.model), tokenizer, **cfg.policy_kwargs)
         n_envs = cfg.group_size * cfg.chains_per_step
         self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
         self._env_fn = env_fn
