@@ -59,11 +59,15 @@ for split in "${splits[@]}"; do
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
   run --agent memory $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", \"top_k\": 3, $PROMPT}"
-  run --agent sage --label sage $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"program\"}" \
-      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
   if [ -n "${RESKILL:-}" ]; then
     run --agent reskill --label reskill $split --workers "$WORKERS" \
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
   fi
+done
+# SAGE last: its skill prompt makes a turn ~10x dearer (templates and call arguments are scored; docs/agents.md).
+for split in "${splits[@]}"; do
+  # shellcheck disable=SC2086
+  run --agent sage --label sage $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"program\"}" \
+      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
 done
 "$PY" -m leaderboard.render
