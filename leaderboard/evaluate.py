@@ -350,9 +350,9 @@ def _run(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        # Work goes out in parts of a few batches: small enough that a crash loses little and the workers finish
-        # together, large enough that a worker's batch stays full most of the time.
-        part = len(envs) * 4 if len(envs) > 1 else 1
+        # Work goes out in parts: at least two per worker, so that the workers finish together, and at most eight
+        # batches, so that a crash loses little; a worker's batch stays full but for each part's tail.
+        part = min(len(envs) * 8, -(-len(todo) // (2 * config.workers))) if len(envs) > 1 else 1
         parts = [todo[i : i + part] for i in range(0, len(todo), part)]
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).

@@ -223,13 +223,14 @@ def test_batched_evaluation_of_a_policy_plays_as_one_at_a_time(tiny_copy, tmp_pa
     base = ["--agent", "policy", "--env", TOY_ID, "--num-chains", "4", "--seeds", "0", "1", "--split", "train",
             "--env-kwargs", '{"max_steps_per_task": 3}', "--agent-kwargs", json.dumps(kwargs)]  # fmt: skip
     runs = {}
-    for batch in ("1", "3"):
-        config = parse_args([*base, "--batch-size", batch, "--output", str(tmp_path / batch)])
+    for batch, workers in (("1", "1"), ("3", "1"), ("3", "2")):
+        out = tmp_path / f"{batch}x{workers}"
+        config = parse_args([*base, "--batch-size", batch, "--workers", workers, "--output", str(out)])
         evaluate(config)
-        lines = (tmp_path / batch / f"{config.run_name}.episodes.jsonl").read_text().splitlines()
-        runs[batch] = {(r["seed"], r["chain"]): (r["actions"], r["tokens"]) for r in map(json.loads, lines)}
-    assert runs["3"] == runs["1"] and len(runs["1"]) == 8
-    assert len({a for actions, _ in runs["1"].values() for task in actions for a in task}) > 3
+        lines = (out / f"{config.run_name}.episodes.jsonl").read_text().splitlines()
+        runs[batch, workers] = {(r["seed"], r["chain"]): (r["actions"], r["tokens"]) for r in map(json.loads, lines)}
+    assert runs["3", "1"] == runs["1", "1"] == runs["3", "2"] and len(runs["1", "1"]) == 8
+    assert len({a for actions, _ in runs["1", "1"].values() for task in actions for a in task}) > 3
 
 
 def test_react_agent_factory_wraps_a_policy_agent(model_dir):
