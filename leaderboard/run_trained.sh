@@ -13,6 +13,8 @@ PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
+AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
+want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # The demo's protocol and prompt options as JSON members (without braces), read from DemoConfig so the scripts
 # cannot drift from it.
 ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
@@ -44,22 +46,22 @@ for label in sft grpo sage; do
   fi
 done
 run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@"; }
-splits=("--split valid_seen" "--split valid_unseen")
+splits=("--split valid_unseen" "--split valid_seen")  # valid_unseen first: mostly the demo's own episodes
 if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}
   splits+=("--split valid_seen --source official")
 fi
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086  # $split is two or four words on purpose
-  run --agent policy --label sft $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
-      --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  run --agent grpo --label grpo $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
-      --agent-kwargs "{\"model_path\": \"$GRPO/model\", $PROMPT}"
-  run --agent react $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"none\"}" \
-      --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  run --agent memory $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
+  want sft && run --agent policy --label sft $split --workers "$WORKERS" \
+      --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
+  want grpo && run --agent grpo --label grpo $split --workers "$WORKERS" \
+      --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$GRPO/model\", $PROMPT}"
+  want react && run --agent react $split --workers "$WORKERS" \
+      --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
+  want memory && run --agent memory $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", \"top_k\": 3, $PROMPT}"
-  if [ -n "${RESKILL:-}" ]; then
+  if want reskill && [ -n "${RESKILL:-}" ]; then
     run --agent reskill --label reskill $split --workers "$WORKERS" \
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
   fi
@@ -67,7 +69,8 @@ done
 # SAGE last: its skill prompt makes a turn ~10x dearer (templates and call arguments are scored; docs/agents.md).
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
-  run --agent sage --label sage $split --workers "$WORKERS" --env-kwargs "{$ENV, \"skills\": \"program\"}" \
+  want sage && run --agent sage --label sage $split --workers "$WORKERS" \
+      --env-kwargs "{$ENV, \"skills\": \"program\"}" \
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
 done
 "$PY" -m leaderboard.render
