@@ -352,7 +352,7 @@ def _run(
 
         # Work goes out in parts: at least two per worker, so that the workers finish together, and at most eight
         # batches, so that a crash loses little; a worker's batch stays full but for each part's tail.
-        part = min(len(envs) * 8, -(-len(todo) // (2 * config.workers))) if len(envs) > 1 else 1
+        part = max(1, min(len(envs) * 8, -(-len(todo) // (2 * config.workers)))) if len(envs) > 1 else 1
         parts = [todo[i : i + part] for i in range(0, len(todo), part)]
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).

@@ -226,9 +226,10 @@ def test_batched_evaluation_of_a_policy_plays_as_one_at_a_time(tiny_copy, tmp_pa
     for batch, workers in (("1", "1"), ("3", "1"), ("3", "2")):
         out = tmp_path / f"{batch}x{workers}"
         config = parse_args([*base, "--batch-size", batch, "--workers", workers, "--output", str(out)])
-        evaluate(config)
+        summary = evaluate(config)
         lines = (out / f"{config.run_name}.episodes.jsonl").read_text().splitlines()
         runs[batch, workers] = {(r["seed"], r["chain"]): (r["actions"], r["tokens"]) for r in map(json.loads, lines)}
+    assert evaluate(config)["tgc"] == summary["tgc"]  # a rerun with every chain done replays nothing
     assert runs["3", "1"] == runs["1", "1"] == runs["3", "2"] and len(runs["1", "1"]) == 8
     assert len({a for actions, _ in runs["1", "1"].values() for task in actions for a in task}) > 3
 
