@@ -31,8 +31,8 @@ def make_random(seed: int = 0, **_: Any) -> RandomAgent:
     return RandomAgent(seed=seed)
 
 
-def make_expert(use_skills: bool = True, **_: Any):
+def make_expert(use_skills: bool = True, skills: list[str] | None = None, **_: Any):
     """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills)."""
     from sage_envs.domains.alfworld import AlfworldExpert
 
-    return AlfworldExpert(use_skills=use_skills)
+    return AlfworldExpert(use_skills=use_skills, skills=skills)

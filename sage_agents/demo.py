@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,10 @@ class DemoConfig:
     # ------------------------------------------------------------------ expert data and SFT
     expert_chains: int = 600
     """Generated train chains the expert plays (each with and without skills)."""
+    expert_skills: list[str] | None = None
+    """The expert's skills the SAGE arm learns to define and call, and is offered as templates (None = all six;
+    e.g. ``[place_in, heat_then_place, cool_then_place, clean_then_place]`` leaves the search, whose argument a
+    tiny model gets wrong, to plain commands: docs/demo.md, "Results")."""
     sft_action_weights: dict[str, float] = field(
         default_factory=lambda: (
             {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
@@ -114,6 +119,14 @@ class DemoConfig:
     """Chains each evaluation process plays in lockstep (LLM agents generate for all of them at once)."""
 
     def __post_init__(self) -> None:
+        if self.expert_skills is not None:
+            from sage_envs.domains.alfworld.expert import SKILLS
+
+            if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(SKILLS):
+                raise ValueError(
+                    f"expert_skills={self.expert_skills!r} must be a list of {sorted(SKILLS)}, e.g. "
+                    """--set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
+                )
         if self.quick:
             quick = {
                 "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
@@ -138,11 +151,14 @@ class DemoConfig:
 
 
 # ---------------------------------------------------------------------------------------------- stages
-def skill_templates() -> list[str]:
-    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call candidates."""
+def skill_templates(names: Sequence[str] | None = None) -> list[str]:
+    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call candidates.
+
+    ``names`` picks some of the expert's skills (None = all, in their order).
+    """
     from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
 
-    return [skill_definition(name) for name in SKILLS]
+    return [skill_definition(name) for name in SKILLS if names is None or name in names]
 
 
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
@@ -161,10 +177,11 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     model, tokenizer = build_tiny_model(skill_templates(), hidden=32, layers=1)  # only formats prompts here
     pairs = []
     for skills in ("program", "none"):
-        templates = skill_templates() if skills == "program" else []  # the prompts of the arm that uses them
+        # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
+        templates = skill_templates(cfg.expert_skills) if skills == "program" else []
         prompter = LLMPolicy(model, tokenizer, skill_templates=templates, **cfg.prompt_kwargs)
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
-        expert = AlfworldExpert(use_skills=skills != "none")
+        expert = AlfworldExpert(use_skills=skills != "none", skills=cfg.expert_skills)
         pairs += collect_expert_pairs(env, expert, prompter, range(cfg.expert_chains), seed=cfg.seed)
         env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,8 +229,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
     skills = "program" if arm == "sage" else "none"
     return TrainConfig(
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": skills}, model_path=str(sft), constrained=True,
-        skill_templates=skill_templates() if arm == "sage" else [], candidate_score=cfg.candidate_score,
-        **cfg.prompt_kwargs, group_size=cfg.group_size,
+        skill_templates=skill_templates(cfg.expert_skills) if arm == "sage" else [],
+        candidate_score=cfg.candidate_score, **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
         output_dir=str(out / arm_label(cfg, arm, seed)), save_every=5, resume=True, micro_batch_size=32,
         report_to=["jsonl"],
@@ -251,7 +268,8 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
         if label.startswith("grpo"):
             entries[label] = ("grpo", {"model_path": str(checkpoint / "model"), **policy}, none)
         else:
-            sage_kwargs = {"model_path": str(checkpoint / "model"), "skill_templates": skill_templates(), **policy}
+            templates = skill_templates(cfg.expert_skills)
+            sage_kwargs = {"model_path": str(checkpoint / "model"), "skill_templates": templates, **policy}
             if (checkpoint / "skill_library").is_dir():
                 sage_kwargs["skills_path"] = str(checkpoint / "skill_library")
             entries[label] = ("sage", sage_kwargs, program)

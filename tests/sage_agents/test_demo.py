@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from sage_agents.demo import DemoConfig, comparison, run_demo
+from sage_agents.demo import DemoConfig, comparison, run_demo, skill_templates
 
 LABELS = ["random", "expert", "sft", "grpo", "sage"]
 
@@ -51,3 +51,14 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     again = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))  # every stage is found finished
     assert (out / "expert" / "pairs.jsonl").stat().st_mtime == pairs
     assert [s["tgc"] for s in again["summaries"]] == [s["tgc"] for s in result["summaries"]]
+
+
+def test_expert_skills_pick_the_templates_and_are_checked():
+    cfg = DemoConfig(expert_skills=["place_in", "heat_then_place"])
+    templates = skill_templates(cfg.expert_skills)
+    assert [t.split("(", 1)[0] for t in templates] == ["skill place_in", "skill heat_then_place"]
+    assert len(skill_templates()) == 6
+    with pytest.raises(ValueError, match="JSON list"):
+        DemoConfig(expert_skills="[place_in]")
+    with pytest.raises(ValueError, match="must be a list"):
+        DemoConfig(expert_skills=["teleport"])

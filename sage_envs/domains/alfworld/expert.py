@@ -256,14 +256,20 @@ class AlfworldExpert:
     Whenever a skill cannot be used (skills disabled, a failing call), it carries on with plain commands.
     """
 
-    def __init__(self, use_skills: bool = True) -> None:
+    def __init__(self, use_skills: bool = True, skills: Sequence[str] | None = None) -> None:
         """Create the agent.
 
         Args:
             use_skills: send skill definitions and calls (SAGE); False sends plain commands only, as the chain
                 env requires with ``skills="none"``.
+            skills: the names of :data:`SKILLS` it may use (None = all); the stages of a left-out skill are
+                played with plain commands (e.g. only the ``*_then_place`` skills: search with commands).
         """
+        unknown = sorted(set(skills or ()) - set(SKILLS))
+        if unknown:
+            raise ValueError(f"unknown expert skills {unknown}; choose among {sorted(SKILLS)}")
         self.use_skills = use_skills
+        self.skills = frozenset(SKILLS if skills is None else skills)
         self.reset()
 
     def reset(self) -> None:
@@ -457,7 +463,7 @@ class AlfworldExpert:
             name, args = "place_in", (world.holding, place)
         # The same call from the same situation would do the same again: then plain commands take over.
         attempt = (name, *args, world.holding, str(len(world.placed)), str(world.treated))
-        if name in self._broken or attempt in self._tried:
+        if name not in self.skills or name in self._broken or attempt in self._tried:
             return None
         self._tried.add(attempt)
         call = f"call {name}({', '.join(args)})"

@@ -48,6 +48,20 @@ def test_skill_programs_parse(form: str) -> None:
     assert place_in.index(first) < place_in.index(second)  # the game's form first, the other as fallback
 
 
+def test_left_out_skills_are_played_with_plain_commands() -> None:
+    expert = AlfworldExpert(skills=["heat_then_place"])
+    observation = {"observation": OPENING, "task": "heat some egg and put it in countertop", "skills": ""}
+    info = {"admissible_commands": ["go to countertop 1", "go to fridge 1"], "new_task": True, "skill_library": []}
+    assert expert.act(observation, info) == "go to countertop 1"  # the search, without find_and_take
+    holding = {**observation, "observation": "You pick up the egg 1 from the countertop 1."}
+    expert._last_action = "take egg 1 from countertop 1"
+    action = expert.act(holding, {**info, "new_task": False})
+    assert action.startswith("skill heat_then_place(")
+    assert action.endswith("call heat_then_place(egg 1, microwave 1, countertop 1)")
+    with pytest.raises(ValueError, match="unknown expert skills"):
+        AlfworldExpert(skills=["teleport"])
+
+
 def test_defines_then_falls_back_when_skills_are_disabled() -> None:
     expert = AlfworldExpert(use_skills=True)
     observation = {"observation": OPENING, "task": "heat some egg and put it in countertop", "skills": ""}
