@@ -275,10 +275,14 @@ def _init_worker(spec: Any, threads: int) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 
 
+def _batch(config: EvalConfig, agent: Any) -> int:
+    """Chains one process plays in lockstep: ``batch_size`` for an agent with ``act_batch``, else one."""
+    return config.batch_size if hasattr(agent, "act_batch") else 1
+
+
 def _make_envs(config: EvalConfig, agent: Any) -> list[gym.Env]:
-    """The envs one process plays in lockstep: ``batch_size`` of them for an agent with ``act_batch``, else one."""
-    n = config.batch_size if hasattr(agent, "act_batch") else 1
-    return [gym.make(config.env, **config.make_kwargs) for _ in range(n)]
+    """The envs one process plays in lockstep (:func:`_batch` of them)."""
+    return [gym.make(config.env, **config.make_kwargs) for _ in range(_batch(config, agent))]
 
 
 def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dict[str, Any]]:
@@ -310,7 +314,8 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / f"{config.run_name}.episodes.jsonl"
     agent = make_agent(config.agent, **config.agent_kwargs)
-    envs = _make_envs(config, agent)
+    # With workers, each builds its own envs: this process only needs one to read the split's size and source.
+    envs = _make_envs(config, agent) if config.workers == 1 else [gym.make(config.env, **config.make_kwargs)]
     num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
     source = str(getattr(envs[0].unwrapped.domain, "source", "default"))
     todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
@@ -352,7 +357,8 @@ def _run(
 
         # Work goes out in parts: at least two per worker, so that the workers finish together, and at most eight
         # batches, so that a crash loses little; a worker's batch stays full but for each part's tail.
-        part = max(1, min(len(envs) * 8, -(-len(todo) // (2 * config.workers)))) if len(envs) > 1 else 1
+        batch = _batch(config, agent)
+        part = max(1, min(batch * 8, -(-len(todo) // (2 * config.workers)))) if batch > 1 else 1
         parts = [todo[i : i + part] for i in range(0, len(todo), part)]
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
