@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -85,6 +90,28 @@ def test_evaluate_writes_summary_and_resumes_identically(tmp_path):
     resumed = evaluate(config)
     assert {k: v for k, v in resumed.items() if k != "commit"} == {k: v for k, v in summary.items() if k != "commit"}
     assert json.loads((tmp_path / f"{config.run_name}.json").read_text())["tgc"] == summary["tgc"]
+
+
+def test_a_killed_evaluation_resumes_to_the_uninterrupted_summary(tmp_path):
+    """A real crash: ``python -m leaderboard.evaluate`` is SIGKILLed mid-run, then rerun to completion."""
+    # random plays every task to the turn limit: ~0.2 s a chain here, so the kill lands mid-run
+    argv = ["--agent", "random", "--env", "SageChain-ALFWorld-v0", "--split", "train", "--num-chains", "20",
+            "--env-kwargs", '{"max_steps_per_task": 200}']  # fmt: skip
+    reference = evaluate(parse_args([*argv, "--output", str(tmp_path / "uninterrupted")]))
+    config = parse_args([*argv, "--output", str(tmp_path / "killed")])
+    episodes = tmp_path / "killed" / f"{config.run_name}.episodes.jsonl"
+    command = [sys.executable, "-m", "leaderboard.evaluate", *argv, "--output", str(tmp_path / "killed")]
+    run = subprocess.Popen(command, cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while (not episodes.exists() or len(episodes.read_text().splitlines()) < 3) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.send_signal(signal.SIGKILL)
+    assert run.wait() == -signal.SIGKILL, "the evaluation ended before it could be killed"
+    played = len(episodes.read_text().splitlines())
+    assert 3 <= played < 20
+    resumed = evaluate(config)
+    assert len(episodes.read_text().splitlines()) == 20  # nothing played twice, nothing lost
+    assert {k: v for k, v in resumed.items() if k != "commit"} == {k: v for k, v in reference.items() if k != "commit"}
 
 
 def test_parallel_workers_match_serial(tmp_path):
