@@ -1,6 +1,8 @@
 """How often a trained policy's greedy constrained choice equals the expert's action, on the expert's own path.
 
     python examples/expert_agreement.py runs/demo/sft/model --skills none --chains 0 10
+    python examples/expert_agreement.py runs/demo-skills/sft/model --skills program --chains 0 4 \
+        --expert-skills place_in heat_then_place cool_then_place clean_then_place   # a demo with expert_skills set
 
 The expert plays each chain; at every turn the policy is asked what it would do (greedy constrained decoding with
 the demo's prompt format) and the expert's action is what is sent to the env. A quick check of an SFT warm start
@@ -20,11 +22,16 @@ from sage_agents.policy import LLMPolicy
 from sage_envs.domains.alfworld import AlfworldExpert
 
 
-def expert_agreement(policy: LLMPolicy, env: gym.Env, chains: range, *, use_skills: bool) -> tuple[int, int]:
-    """``(turns where the policy's greedy choice equals the expert's action, turns)`` on the expert's path."""
+def expert_agreement(
+    policy: LLMPolicy, env: gym.Env, chains: range, *, use_skills: bool, skills: list[str] | None = None
+) -> tuple[int, int]:
+    """``(turns where the policy's greedy choice equals the expert's action, turns)`` on the expert's path.
+
+    ``skills``: the expert's skills in use (``AlfworldExpert(skills=...)``; None = all).
+    """
     agree = turns = 0
     for chain in chains:
-        expert = AlfworldExpert(use_skills=use_skills)
+        expert = AlfworldExpert(use_skills=use_skills, skills=skills)
         obs, info = env.reset(seed=0, options={"chain": chain})
         history: list[tuple[str, str]] = []
         while True:
@@ -46,15 +53,17 @@ def main() -> None:
     parser.add_argument("--skills", choices=["none", "program"], default="none")
     parser.add_argument("--chains", type=int, nargs=2, default=[0, 10], metavar=("FIRST", "END"))
     parser.add_argument("--split", default="train")
+    parser.add_argument("--expert-skills", nargs="+", default=None, help="as DemoConfig.expert_skills (default all)")
     args = parser.parse_args()
 
     cfg = DemoConfig()
     model, tokenizer = load_policy(args.model_path)
     model.eval()
-    templates = skill_templates() if args.skills == "program" else []
+    templates = skill_templates(args.expert_skills) if args.skills == "program" else []
     policy = LLMPolicy(model, tokenizer, constrained=True, skill_templates=templates, **cfg.prompt_kwargs)
     env = gym.make("SageChain-ALFWorld-v0", split=args.split, skills=args.skills, **cfg.env_kwargs)
-    agree, turns = expert_agreement(policy, env, range(*args.chains), use_skills=args.skills != "none")
+    use_skills = args.skills != "none"
+    agree, turns = expert_agreement(policy, env, range(*args.chains), use_skills=use_skills, skills=args.expert_skills)
     print(f"agreement {agree}/{turns} = {agree / max(1, turns):.2f} ({args.skills} skills, chains {args.chains})")
 
 
