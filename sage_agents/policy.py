@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 
 ACTION_KINDS = ("command", "define", "call", "none")
+PRUNE_PREFIX_TOKENS = 8
+"""Tokens of each candidate a greedy constrained choice scores before deciding whether the rest can matter."""
 _COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '\-]*$")
 _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
@@ -236,6 +238,10 @@ class LLMPolicy:
         candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
             distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
             untrained model toward short candidates, at the cost of that exactness).
+        prune_greedy: a greedy ``sum`` choice scores the rest of a long candidate (a skill-definition template)
+            only when its first tokens still beat the best whole candidate: the same choice, far fewer tokens
+            (:meth:`_score_pruned`). The diagnostic ``extra["choice_logprob"]`` then normalises over the pruned
+            candidates' prefix scores.
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -257,6 +263,7 @@ class LLMPolicy:
         skill_templates: Sequence[str] = (),
         max_argument_options: int = 64,
         candidate_score: str = "sum",
+        prune_greedy: bool = True,
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -271,6 +278,7 @@ class LLMPolicy:
         if candidate_score not in ("sum", "mean"):
             raise ValueError(f"candidate_score={candidate_score!r} must be 'sum' or 'mean'.")
         self.candidate_score = candidate_score
+        self.prune_greedy = prune_greedy
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
@@ -416,6 +424,7 @@ class LLMPolicy:
         prompts: Sequence[str],
         candidates: Sequence[Sequence[str]],
         complete: Sequence[Sequence[bool]] | None = None,
+        max_tokens: int | None = None,
     ) -> list[list[list[float]]]:
         """Token log-probs of each candidate after its prompt, sharing one prompt KV cache per prompt.
 
@@ -425,6 +434,7 @@ class LLMPolicy:
             complete: per candidate, whether it is a whole completion (scored with EOS appended) or an
                 opening (no EOS: its log-likelihood is the probability of any completion starting with it);
                 None = all complete.
+            max_tokens: score only each candidate's first ``max_tokens`` tokens (EOS included); None = all.
 
         Returns:
             ``out[b][c]`` = the list of token log-probs of candidate ``c`` of prompt ``b``.
@@ -436,7 +446,7 @@ class LLMPolicy:
         if complete is None:
             complete = [[True] * len(cands) for cands in candidates]
         rows = [
-            (b, self.encode(c) + [self.eos_id] * whole)
+            (b, (self.encode(c) + [self.eos_id] * whole)[:max_tokens])
             for b, (cands, flags) in enumerate(zip(candidates, complete, strict=True))
             for c, whole in zip(cands, flags, strict=True)
         ]
@@ -493,9 +503,12 @@ class LLMPolicy:
         option. The completion's token log-probs are those of the final text under the model.
         """
         rows = [[c if isinstance(c, tuple) else (c, 0) for c in cands] for cands in candidates]
-        scores = self.score(
-            prompts, [[text for text, _ in row] for row in rows], [[n == 0 for _, n in row] for row in rows]
-        )
+        texts_of = [[text for text, _ in row] for row in rows]
+        complete = [[n == 0 for _, n in row] for row in rows]
+        if greedy and self.prune_greedy and self.candidate_score == "sum":
+            scores = self._score_pruned(prompts, texts_of, complete)
+        else:
+            scores = self.score(prompts, texts_of, complete)
         texts, pending, token_lps, choice_logprob, scored = [], [], [], [], []
         for row, lps in zip(rows, scores, strict=True):
             k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean")
@@ -547,6 +560,39 @@ class LLMPolicy:
                 )
             )
         return results
+
+    def _score_pruned(
+        self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], complete: Sequence[Sequence[bool]]
+    ) -> list[list[list[float]]]:
+        """:meth:`score` for a greedy choice: a long candidate is scored in full only if its prefix can still win.
+
+        Every candidate's first ``PRUNE_PREFIX_TOKENS`` tokens are scored; one that is longer is scored in full
+        only when that prefix's log-likelihood is at least the best whole candidate's. Log-probs are <= 0, so a
+        prefix bounds its candidate from above and a pruned one cannot be the argmax: the choice is the one full
+        scoring makes, at the cost of a few tokens for each skill-definition template that is not in question.
+        A pruned candidate keeps its prefix's token log-probs.
+        """
+        scores = self.score(prompts, candidates, complete, max_tokens=PRUNE_PREFIX_TOKENS)
+        full_length = [
+            [len(self.encode(c)) + whole for c, whole in zip(cands, flags, strict=True)]
+            for cands, flags in zip(candidates, complete, strict=True)
+        ]
+        unfinished: dict[int, list[int]] = {}  # prompt -> candidates whose prefix may still win
+        for b, (lps, lengths) in enumerate(zip(scores, full_length, strict=True)):
+            best = max((sum(lp) for lp, n in zip(lps, lengths, strict=True) if len(lp) == n), default=-float("inf"))
+            keep = [k for k, (lp, n) in enumerate(zip(lps, lengths, strict=True)) if len(lp) < n and sum(lp) >= best]
+            if keep:
+                unfinished[b] = keep
+        if unfinished:
+            rest = self.score(
+                [prompts[b] for b in unfinished],
+                [[candidates[b][k] for k in ks] for b, ks in unfinished.items()],
+                [[complete[b][k] for k in ks] for b, ks in unfinished.items()],
+            )
+            for (b, ks), lps in zip(unfinished.items(), rest, strict=True):
+                for k, lp in zip(ks, lps, strict=True):
+                    scores[b][k] = lp
+        return scores
 
     @staticmethod
     def _pick(token_lps: Sequence[Sequence[float]], greedy: bool, *, mean: bool) -> tuple[int, float]:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from sage_agents.policy import (
+    PRUNE_PREFIX_TOKENS,
     LLMPolicy,
     PolicyAgent,
     argument_options,
@@ -193,6 +194,36 @@ def test_chat_template_is_used_when_present(tiny):
     out = policy.act_batch([OBS], [{"admissible_commands": ADM}], [[]], greedy=True)[0]
     assert out.prompt_ids[0] == chat_tok.bos_token_id and out.text in ADM
     assert not LLMPolicy(model, chat_tok, use_chat_template=False).prompt(OBS, [], ADM).startswith("<bos>")
+
+
+def test_greedy_pruning_keeps_the_argmax_and_skips_hopeless_templates(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok)
+    long_def = DEF + "\n    look" * 12  # a template far longer than PRUNE_PREFIX_TOKENS
+    prompts = [policy.prompt(OBS, [], ADM), policy.prompt({**OBS, "task": "t"}, [("o", "look")], ADM)]
+    cases = [
+        [*ADM, f"{long_def}\ncall fetch(", f"{DEF}\ncall fetch("],
+        [f"{long_def}\ncall fetch(", f"{DEF}\ncall fetch("],  # nothing whole to compare with: all in full
+    ]
+    for cands in cases:
+        complete = [[not c.endswith("(") for c in cands]] * 2
+        full = policy.score(prompts, [cands] * 2, complete)
+        pruned = policy._score_pruned(prompts, [cands] * 2, complete)
+        for f, p in zip(full, pruned, strict=True):
+            best = max(range(len(f)), key=lambda k: sum(f[k]))
+            assert max(range(len(p)), key=lambda k: sum(p[k])) == best and p[best] == pytest.approx(f[best], abs=1e-4)
+            for fk, pk in zip(f, p, strict=True):
+                # A candidate is either scored in full, or cut to its prefix because the prefix already lost.
+                cut = len(pk) == PRUNE_PREFIX_TOKENS and sum(pk) < sum(f[best])
+                assert pk == pytest.approx(fk, abs=1e-4) or (cut and pk == pytest.approx(fk[: len(pk)], abs=1e-4))
+    pruned = policy._score_pruned(prompts[:1], [cases[0]], [[not c.endswith("(") for c in cases[0]]])[0]
+    assert len(pruned[len(ADM)]) == PRUNE_PREFIX_TOKENS  # a random model never prefers a 60-token definition
+    full_policy = LLMPolicy(model, tok, constrained=True, skill_templates=[long_def], prune_greedy=False)
+    pruning_policy = LLMPolicy(model, tok, constrained=True, skill_templates=[long_def])
+    info = {"admissible_commands": ADM}
+    with_pruning = pruning_policy.act_batch([OBS] * 2, [info] * 2, [[], [("o", "look")]], greedy=True)
+    without = full_policy.act_batch([OBS] * 2, [info] * 2, [[], [("o", "look")]], greedy=True)
+    assert [c.text for c in with_pruning] == [c.text for c in without]
 
 
 def test_call_arguments_are_chosen_one_at_a_time(tiny):
