@@ -3,10 +3,10 @@
 # checkpoints, and the prompted `react` and `memory` agents on that same SFT model, on generated valid_seen /
 # valid_unseen (100 chains) and, when the data is present, official valid_seen (all 99 chains). Run `make demo`
 # first (DEMO=its --output-dir). Same protocol as run_baselines.sh (the demo's chains: 2 tasks, 30 turns per
-# task); the prompt options are the demo's too (sage_agents/demo.py, DemoConfig). The demo's own valid_unseen
-# episodes are copied in first: entries with the same settings resume from them instead of replaying (the
-# evaluator keeps only episodes whose config hash matches). `memory` learns while it is evaluated, so it runs in
-# one process: its results then do not depend on how chains are spread over workers.
+# task); the prompt options and SAGE's templates are the demo run's own (its demo_config.json). The demo's own
+# valid_unseen episodes are copied in first: entries with the same settings resume from them instead of replaying
+# (the evaluator keeps only episodes whose config hash matches). `memory` learns while it is evaluated, so it runs
+# in one process: its results then do not depend on how chains are spread over workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -15,12 +15,16 @@ WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
-# The demo's protocol and prompt options as JSON members (without braces), read from DemoConfig so the scripts
-# cannot drift from it.
-ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
-PROMPT=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig
-print(json.dumps({"constrained": True, **DemoConfig().prompt_kwargs})[1:-1])')
-TEMPLATES=$("$PY" -c 'import json; from sage_agents.demo import skill_templates; print(json.dumps(skill_templates()))')
+# The demo run's protocol, prompt options and skill templates as JSON members (without braces), read from the
+# DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated its agents.
+demo_config() { "$PY" -c 'import json, sys
+from sage_agents.demo import DemoConfig, skill_templates
+cfg = DemoConfig(**json.load(open(sys.argv[1] + "/demo_config.json")))
+print(json.dumps({"env": cfg.env_kwargs, "prompt": {"constrained": True, **cfg.prompt_kwargs},
+                  "templates": skill_templates(cfg.expert_skills)}[sys.argv[2]]))' "$DEMO" "$1"; }
+ENV=$(demo_config env); ENV=${ENV:1:-1}
+PROMPT=$(demo_config prompt); PROMPT=${PROMPT:1:-1}
+TEMPLATES=$(demo_config templates)
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # the skills SAGE's reward paid for in training, when there were any (as the demo evaluates it)
