@@ -15,16 +15,15 @@ WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
-# The demo run's protocol, prompt options and skill templates as JSON members (without braces), read from the
-# DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated its agents.
-demo_config() { "$PY" -c 'import json, sys
+# The demo run's protocol and prompt options as JSON members (without braces) and its skill templates as a JSON
+# list, read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated
+# its agents.
+{ read -r ENV; read -r PROMPT; read -r TEMPLATES; } < <("$PY" -c 'import json, sys
 from sage_agents.demo import DemoConfig, skill_templates
 cfg = DemoConfig(**json.load(open(sys.argv[1] + "/demo_config.json")))
-print(json.dumps({"env": cfg.env_kwargs, "prompt": {"constrained": True, **cfg.prompt_kwargs},
-                  "templates": skill_templates(cfg.expert_skills)}[sys.argv[2]]))' "$DEMO" "$1"; }
-ENV=$(demo_config env); ENV=${ENV:1:-1}
-PROMPT=$(demo_config prompt); PROMPT=${PROMPT:1:-1}
-TEMPLATES=$(demo_config templates)
+print(json.dumps(cfg.env_kwargs)[1:-1])
+print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])
+print(json.dumps(skill_templates(cfg.expert_skills)))' "$DEMO")
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # the skills SAGE's reward paid for in training, when there were any (as the demo evaluates it)

@@ -573,14 +573,15 @@ class LLMPolicy:
         A pruned candidate keeps its prefix's token log-probs.
         """
         scores = self.score(prompts, candidates, complete, max_tokens=PRUNE_PREFIX_TOKENS)
-        full_length = [
-            [len(self.encode(c)) + whole for c, whole in zip(cands, flags, strict=True)]
-            for cands, flags in zip(candidates, complete, strict=True)
-        ]
         unfinished: dict[int, list[int]] = {}  # prompt -> candidates whose prefix may still win
-        for b, (lps, lengths) in enumerate(zip(scores, full_length, strict=True)):
-            best = max((sum(lp) for lp, n in zip(lps, lengths, strict=True) if len(lp) == n), default=-float("inf"))
-            keep = [k for k, (lp, n) in enumerate(zip(lps, lengths, strict=True)) if len(lp) < n and sum(lp) >= best]
+        for b, lps in enumerate(scores):
+            # Only a candidate scored to the limit can have been cut: re-encode just those to know their length.
+            cut = [
+                len(lp) == PRUNE_PREFIX_TOKENS and len(self.encode(c)) + whole > PRUNE_PREFIX_TOKENS
+                for lp, c, whole in zip(lps, candidates[b], complete[b], strict=True)
+            ]
+            best = max((sum(lp) for lp, was_cut in zip(lps, cut, strict=True) if not was_cut), default=-float("inf"))
+            keep = [k for k, (lp, was_cut) in enumerate(zip(lps, cut, strict=True)) if was_cut and sum(lp) >= best]
             if keep:
                 unfinished[b] = keep
         if unfinished:
