@@ -92,6 +92,10 @@ class TrainConfig:
     """Skill definitions offered as define+call candidates in constrained decoding."""
     max_argument_options: int = 64
     """Values offered per skill-call argument in constrained decoding (arguments are chosen one at a time)."""
+    typed_arguments: bool = False
+    """A skill-call argument is offered only values of a type the task or the parameter names (``typed_options``)."""
+    template_headers: bool = False
+    """A skill-definition template competes in constrained decoding by its header line alone; its body follows."""
     candidate_score: str = "sum"
     """Candidate score in constrained decoding: ``sum`` (log-likelihood) or ``mean`` (per-token mean)."""
     history_turns: int = 3
@@ -271,8 +275,8 @@ class TrainConfig:
         An evaluation of its checkpoint passes the same ones: ``make_policy_agent(path, **policy_kwargs)``.
         """
         names = ("history_turns", "earlier_actions", "skill_descriptions", "max_new_tokens", "temperature", "top_p",
-                 "constrained", "skill_calls", "skill_templates", "max_argument_options", "candidate_score",
-                 "max_prompt_tokens", "show_admissible")  # fmt: skip
+                 "constrained", "skill_calls", "skill_templates", "max_argument_options", "typed_arguments",
+                 "template_headers", "candidate_score", "max_prompt_tokens", "show_admissible")  # fmt: skip
         return {name: getattr(self, name) for name in names}
 
     def to_dict(self) -> dict[str, Any]:

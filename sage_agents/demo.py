@@ -73,8 +73,8 @@ class DemoConfig:
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 4
     """Layers of the tiny model."""
-    sft_epochs: float = 2.5
-    """Passes over the expert pairs."""
+    sft_epochs: float = 1.0
+    """Passes over the expert pairs (one: ~7 minutes on 2 cores, the largest stage)."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
     sft_batch_size: int = 16
@@ -108,6 +108,13 @@ class DemoConfig:
     """KL coefficient to the SFT model (calibration: GRPO without clipping/KL collapsed)."""
     candidate_score: str = "sum"
     """Constrained-decoding score (``sum`` = the LM's renormalised sequence distribution)."""
+    typed_arguments: bool = True
+    """SAGE's skill-call arguments take only values of a type the task or the parameter names (``place`` in "put
+    a pen in shelf" -> ``shelf 1``, not ``garbagecan 1``; ``LLMPolicy(typed_arguments=...)``)."""
+    template_headers: bool = True
+    """SAGE chooses a skill template by its header line, and its body follows (``LLMPolicy(template_headers=...)``):
+    scored whole, an ~80-token definition lost to any short command, and SAGE never defined a ``*_then_place``
+    skill (docs/demo.md)."""
 
     # ------------------------------------------------------------------ evaluation
     eval_split: str = "valid_unseen"
@@ -140,11 +147,13 @@ class DemoConfig:
 
     @property
     def prompt_kwargs(self) -> dict[str, Any]:
-        """The prompt format, identical in SFT data, RL and evaluation (``LLMPolicy`` / ``TrainConfig`` names)."""
+        """The prompt format and decoding options, the same in SFT data, RL and evaluation (LLMPolicy names)."""
         return {
             "history_turns": self.history_turns,
             "show_admissible": self.show_admissible,
             "skill_descriptions": False,  # signatures only: the names and parameters say what a tiny model can use
+            "typed_arguments": self.typed_arguments,
+            "template_headers": self.template_headers,
         }
 
     @property

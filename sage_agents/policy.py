@@ -13,8 +13,9 @@ Two ways to act:
   ``DEFINITION\ncall NAME(``) by its log-likelihood under the model, reusing one KV cache of the prompt for all
   candidates, then sample a candidate from the model's distribution renormalised over the candidate set (or
   take the best one when greedy). A call's arguments are then chosen one at a time the same way, among the
-  entities and types the task, observation and admissible commands name. The chosen text's tokens are the
-  completion. This is what makes a tiny model act (see docs/agents.md, calibration).
+  entities and types the task, observation and admissible commands name (with ``typed_arguments``, only those
+  of a type the task or the parameter's name names). The chosen text's tokens are the completion. This is what
+  makes a tiny model act (see docs/agents.md, calibration).
 
 Token log-probabilities everywhere are ``log_softmax(logits / temperature)``, the same distribution the
 trainer differentiates, so rollout log-probs and training log-probs agree up to float error.
@@ -174,12 +175,26 @@ def argument_options(task: str, observation: str, admissible: Sequence[str], lim
     return values[:limit]
 
 
-def call_stubs(skills_text: str, templates: Sequence[str] = ()) -> list[tuple[str, int]]:
-    r"""Openings of skill calls for constrained decoding: ``(text, number of arguments still to choose)``.
+def typed_options(values: Sequence[str], param: str, task: str) -> list[str]:
+    """The values of :func:`argument_options` a parameter named ``param`` takes under ``typed_arguments``.
+
+    A value's type is its first word (``sinkbasin`` for ``sinkbasin 1``). It is kept when the task names that
+    type (``place`` in "put a pen in shelf" -> ``shelf 1``, ``pen 2``) or the parameter's name is a prefix of it
+    (``microwave`` -> ``microwave 1``, ``sink`` -> ``sinkbasin 1``): the name of a parameter is its type, as in
+    a typed language. When nothing matches, every value is kept (a skill whose arguments the task does not name).
+    """
+    task_words = set(re.findall(r"[a-z]+", task.lower())) - _STOPWORDS
+    param = param.lower()
+    typed = [v for v in values if v.split()[0] in task_words or v.split()[0].startswith(param)]
+    return typed or list(values)
+
+
+def call_stubs(skills_text: str, templates: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
+    r"""Openings of skill calls for constrained decoding: ``(text, parameters still to choose)``.
 
     One ``call NAME(`` per program skill of the library, and one ``DEFINITION\ncall NAME(`` per template (a
     full ``skill NAME(params):`` definition) whose NAME is not in the library yet. A skill without
-    parameters gives the complete call ``call NAME()`` with 0 arguments to choose.
+    parameters gives the complete call ``call NAME()`` with none to choose.
     """
     signatures = skill_signatures(skills_text)
     known = {name for name, _ in signatures}
@@ -191,7 +206,7 @@ def call_stubs(skills_text: str, templates: Sequence[str] = ()) -> list[tuple[st
             params = [p.strip() for p in match.group(2).split(",") if p.strip()]
             openings.append((template.strip() + "\n", match.group(1), params))
     return [
-        (f"{head}call {name}()", 0) if not params else (f"{head}call {name}(", len(params))
+        (f"{head}call {name}()", []) if not params else (f"{head}call {name}(", params)
         for head, name, params in openings
     ]
 
@@ -235,6 +250,11 @@ class LLMPolicy:
         skill_templates: skill definitions offered as "define + call" candidates (constrained mode); a policy
             with templates shows :data:`NO_SKILLS_YET` as its Skills section while the library is empty.
         max_argument_options: values offered per skill-call argument (constrained mode).
+        typed_arguments: a skill-call argument takes only the values whose type the task or the parameter's name
+            names (:func:`typed_options`; constrained mode).
+        template_headers: a skill-definition template competes by its header line ``skill NAME(params):``
+            alone, and its body follows (constrained mode): choosing a template is one decision, not a bet on
+            reproducing ~80 tokens, which a short command would win against at any sensible preference.
         candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
             distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
             untrained model toward short candidates, at the cost of that exactness).
@@ -262,6 +282,8 @@ class LLMPolicy:
         skill_calls: bool = True,
         skill_templates: Sequence[str] = (),
         max_argument_options: int = 64,
+        typed_arguments: bool = False,
+        template_headers: bool = False,
         candidate_score: str = "sum",
         prune_greedy: bool = True,
         show_admissible: bool = True,
@@ -275,6 +297,7 @@ class LLMPolicy:
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
+        self.typed_arguments, self.template_headers = typed_arguments, template_headers
         if candidate_score not in ("sum", "mean"):
             raise ValueError(f"candidate_score={candidate_score!r} must be 'sum' or 'mean'.")
         self.candidate_score = candidate_score
@@ -335,16 +358,19 @@ class LLMPolicy:
         prompts = [self.prompt(o, h, a) for o, h, a in zip(observations, histories, admissible, strict=True)]
         if not self.constrained:
             return self.generate(prompts, greedy=greedy)
-        candidates, options = [], []
+        candidates = []
         for obs, adm in zip(observations, admissible, strict=True):
             values = argument_options(obs["task"], obs.get("observation", ""), adm, self.max_argument_options)
-            cands = [(command, 0) for command in adm]
+            cands: list[str | tuple[str, list[list[str]]]] = list(dict.fromkeys(adm))
             if self.skill_calls:
-                stubs = call_stubs(obs.get("skills", ""), self.skill_templates)
-                cands += [(text, n) for text, n in stubs if n == 0 or values]
-            candidates.append(list(dict.fromkeys(cands)) or [("look", 0)])
-            options.append(values)
-        return self.choose(prompts, candidates, options, greedy=greedy)
+                task = obs["task"]
+                cands += [
+                    (text, [typed_options(values, p, task) if self.typed_arguments else values for p in params])
+                    for text, params in call_stubs(obs.get("skills", ""), self.skill_templates)
+                    if values or not params
+                ]
+            candidates.append(cands or ["look"])
+        return self.choose(prompts, candidates, greedy=greedy)
 
     def _forward(self, **kwargs: Any) -> Any:
         cache = kwargs.pop("cache", None)
@@ -487,24 +513,27 @@ class LLMPolicy:
     def choose(
         self,
         prompts: Sequence[str],
-        candidates: Sequence[Sequence[str | tuple[str, int]]],
-        argument_values: Sequence[Sequence[str]] | None = None,
+        candidates: Sequence[Sequence[str | tuple[str, Sequence[Sequence[str]]]]],
         *,
         greedy: bool = False,
     ) -> list[Completion]:
         """Constrained decoding: pick one candidate per prompt from the model's renormalised distribution.
 
-        A candidate is a whole action (a string, or ``(text, 0)``) or a skill-call opening ``(text, n)`` with
-        n arguments still to choose (:func:`call_stubs`). Whole actions are scored with EOS, openings without
-        (their score is the probability of any completion starting with them). When an opening wins, its
-        arguments are chosen one at a time among ``argument_values[b]`` the same way, each scored after the
-        text chosen so far (``a,`` between arguments, `` a)`` + EOS for the last), so a call costs n small
+        A candidate is a whole action (a string, or ``(text, [])``) or a skill-call opening ``(text, values)``
+        whose i-th argument takes one of ``values[i]`` (:func:`call_stubs`, :func:`argument_options`). Whole
+        actions are scored with EOS, openings without (their score is the probability of any completion starting
+        with them). When an opening wins, its arguments are chosen one at a time the same way, each scored after
+        the text chosen so far (``a,`` between arguments, `` a)`` + EOS for the last), so a call costs n small
         choices instead of a product of argument tuples, and a long skill definition is not re-scored for every
-        option. The completion's token log-probs are those of the final text under the model.
+        option. With ``template_headers``, a skill definition competes by its header line alone (its body
+        follows from the template). The completion's token log-probs are those of the final text under the model.
         """
-        rows = [[c if isinstance(c, tuple) else (c, 0) for c in cands] for cands in candidates]
-        texts_of = [[text for text, _ in row] for row in rows]
-        complete = [[n == 0 for _, n in row] for row in rows]
+        rows = [[c if isinstance(c, tuple) else (c, []) for c in cands] for cands in candidates]
+        texts_of = [[self._scored_part(text) for text, _ in row] for row in rows]
+        complete = [
+            [not values and part == text for part, (text, values) in zip(parts, row, strict=True)]
+            for parts, row in zip(texts_of, rows, strict=True)
+        ]
         if greedy and self.prune_greedy and self.candidate_score == "sum":
             scores = self._score_pruned(prompts, texts_of, complete)
         else:
@@ -513,35 +542,36 @@ class LLMPolicy:
         for row, lps in zip(rows, scores, strict=True):
             k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean")
             texts.append(row[k][0])
-            pending.append(row[k][1])
+            pending.append(list(row[k][1]))
             token_lps.append(lps[k])
             choice_logprob.append(logprob)
             scored.append(len(row))
-        called = [b for b in range(len(prompts)) if pending[b]]
-        active = called
+        # Texts longer than what was scored (a call's arguments, a template's body) are re-scored whole below.
+        grown = [b for b in range(len(prompts)) if pending[b] or self._scored_part(texts[b]) != texts[b]]
+        active = [b for b in range(len(prompts)) if pending[b]]
         while active:  # one argument of every open call: scored after the text so far, which joins the prompt
             options = {
                 b: [
-                    f"{' ' if texts[b].endswith(',') else ''}{v}{')' if pending[b] == 1 else ','}"
-                    for v in argument_values[b]
+                    f"{' ' if texts[b].endswith(',') else ''}{v}{')' if len(pending[b]) == 1 else ','}"
+                    for v in pending[b][0]
                 ]
                 for b in active
             }
             scores = self.score(
                 [prompts[b] + texts[b] for b in active],
                 [options[b] for b in active],
-                [[pending[b] == 1] * len(options[b]) for b in active],
+                [[len(pending[b]) == 1] * len(options[b]) for b in active],
             )
             for b, lps in zip(active, scores, strict=True):
                 k, logprob = self._pick(lps, greedy, mean=False)
                 texts[b] += options[b][k]
-                pending[b] -= 1
+                pending[b].pop(0)
                 choice_logprob[b] += logprob
                 scored[b] += len(options[b])
             active = [b for b in active if pending[b]]
-        if called:  # the completion's own token log-probs (the loss needs the whole text's, not the pieces')
+        if grown:  # the completion's own token log-probs (the loss needs the whole text's, not the pieces')
             for b, lps in zip(
-                called, self.score([prompts[b] for b in called], [[texts[b]] for b in called]), strict=True
+                grown, self.score([prompts[b] for b in grown], [[texts[b]] for b in grown]), strict=True
             ):
                 token_lps[b] = lps[0]
         results = []
@@ -560,6 +590,12 @@ class LLMPolicy:
                 )
             )
         return results
+
+    def _scored_part(self, candidate: str) -> str:
+        """What of a candidate competes in a choice: a definition's header line (``template_headers``), else all."""
+        if self.template_headers and candidate.startswith("skill "):
+            return candidate.split("\n", 1)[0]
+        return candidate
 
     def _score_pruned(
         self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], complete: Sequence[Sequence[bool]]

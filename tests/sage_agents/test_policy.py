@@ -13,6 +13,7 @@ from sage_agents.policy import (
     completion_logprobs,
     parse_action,
     skill_signatures,
+    typed_options,
 )
 
 DEF = "skill fetch(item, box):\n    go to {box}\n    take {item} from {box}"
@@ -81,13 +82,39 @@ def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
 def test_skill_signatures_call_stubs_and_argument_options():
     skills = "Program skills (call NAME(args)):\n- fetch(item, box): get it\n- noop()"
     assert skill_signatures(skills) == [("fetch", ["item", "box"]), ("noop", [])]
-    assert call_stubs(skills) == [("call fetch(", 2), ("call noop()", 0)]
-    assert call_stubs("", [DEF]) == [(f"{DEF}\ncall fetch(", 2)]
+    assert call_stubs(skills) == [("call fetch(", ["item", "box"]), ("call noop()", [])]
+    assert call_stubs("", [DEF]) == [(f"{DEF}\ncall fetch(", ["item", "box"])]
     assert call_stubs(skills, [DEF]) == call_stubs(skills)  # a template whose name is in the library is not offered
     values = argument_options("take the coin", "You see box 2.", ADM)
     assert values[:2] == ["coin 1", "coin"]  # task-named values first: the entity, its type, then task words
     assert set(values) == {"coin 1", "coin", "take", "box 2", "box 1", "box 3", "box"}
     assert argument_options("take the coin", "", ADM, limit=1) == ["coin 1"]
+
+
+def test_typed_options_keep_the_types_the_task_or_the_parameter_names():
+    values = argument_options("put a pen in shelf", "You see garbagecan 1, sinkbasin 2 and microwave 1.",
+                              ["take pen 3 from desk 1", "go to shelf 1", "go to shelf 2"])  # fmt: skip
+    task = "put a pen in shelf"
+    named = ["pen 3", "shelf 1", "shelf 2", "pen", "shelf", "put"]  # the task's types (and words) first
+    assert typed_options(values, "place", task) == named  # not garbagecan 1: the task names no garbagecan
+    assert typed_options(values, "sink", task) == [*named, "sinkbasin 2", "sinkbasin"]
+    assert typed_options(values, "microwave", task) == [*named, "microwave 1", "microwave"]
+    assert typed_options(values, "where", "look around") == values  # nothing typed: every value stays
+
+
+def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
+    model, tok = tiny
+    obs = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
+    info = {"admissible_commands": [*ADM, "go to desk 4"]}
+    calls = {}
+    for typed in (False, True):
+        policy = LLMPolicy(model, tok, constrained=True, typed_arguments=typed)
+        chosen = []
+        policy.choose = lambda prompts, candidates, greedy, chosen=chosen: chosen.extend(candidates)  # record
+        policy.act_batch([obs], [info], [[]], greedy=True)
+        calls[typed] = dict(c for c in chosen[0] if isinstance(c, tuple))["call fetch("]
+    assert "desk 4" in calls[False][0] and "desk 4" not in calls[True][0]  # no task or parameter names a desk
+    assert calls[True][1] == [v for v in calls[False][1] if v.split()[0] in ("coin", "box", "take")]
 
 
 def test_generation_logprobs_match_training_forward(tiny):
@@ -230,13 +257,33 @@ def test_call_arguments_are_chosen_one_at_a_time(tiny):
     model, tok = tiny
     policy = LLMPolicy(model, tok)
     prompt = policy.prompt(OBS, [], ADM)
-    out = policy.choose([prompt], [[("call fetch(", 2)]], [["coin 1", "box 2"]], greedy=True)[0]
+    out = policy.choose([prompt], [[("call fetch(", [["coin 1", "box 2"]] * 2)]], greedy=True)[0]
     first = policy.score([prompt], [["call fetch(coin 1,", "call fetch(box 2,"]], [[False, False]])[0]
     a = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(first[i]))]
     second = policy.score([prompt], [[f"call fetch({a}, coin 1)", f"call fetch({a}, box 2)"]])[0]
     b = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(second[i]))]
     assert out.text == f"call fetch({a}, {b})" and out.action.kind == "call" and out.num_candidates == 5
     assert out.logprobs == second[["coin 1", "box 2"].index(b)]  # the final text's tokens, EOS included
+
+
+def test_template_headers_choose_a_definition_by_its_header(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, template_headers=True)
+    prompt = policy.prompt(OBS, [], ADM)
+    opening = f"{DEF}\ncall fetch("
+    header = DEF.split("\n", 1)[0]
+    rivals = ["look", "take coin 1 from box 2"]
+    scored, score = [], policy.score
+    policy.score = lambda prompts, cands, *a, **k: scored.append(cands[0]) or score(prompts, cands, *a, **k)
+    out = policy.choose([prompt], [[*rivals, (opening, [["coin 1"], ["box 2"]])]], greedy=True)[0]
+    assert scored[0] == [*rivals, header]  # the first choice scored the header, not the definition
+    del policy.score
+    scores = policy.score([prompt], [[*rivals, header]], [[True, True, False]])[0]
+    best = max(range(3), key=lambda i: sum(scores[i]))
+    assert out.text == [*rivals, f"{opening}coin 1, box 2)"][best]  # the header competed, not the whole definition
+    alone = policy.choose([prompt], [[(opening, [["coin 1"], ["box 2"]])]], greedy=True)[0]
+    assert alone.text == f"{opening}coin 1, box 2)" and alone.action.kind == "define"
+    assert alone.logprobs == policy.score([prompt], [[alone.text]])[0][0]  # the loss sees the whole text
 
 
 def test_prompt_can_show_skill_signatures_only(tiny):
