@@ -18,16 +18,17 @@ want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # The demo run's protocol and prompt options as JSON members (without braces) and its skill templates as a JSON
 # list, read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated
 # its agents.
-{ read -r ENV; read -r PROMPT; read -r TEMPLATES; } < <("$PY" -c 'import json, sys
+{ read -r ENV; read -r PROMPT; read -r TEMPLATES; read -r BANK; } < <("$PY" -c 'import json, sys
 from sage_agents.demo import DemoConfig, skill_templates
 cfg = DemoConfig(**json.load(open(sys.argv[1] + "/demo_config.json")))
 print(json.dumps(cfg.env_kwargs)[1:-1])
 print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])
-print(json.dumps(skill_templates(cfg.expert_skills)))' "$DEMO")
+print(json.dumps(skill_templates(cfg.expert_skills)))
+print(int(cfg.sage_eval_bank))' "$DEMO")
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
-SKILLS=""  # the skills SAGE's reward paid for in training, when there were any (as the demo evaluates it)
-if [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
+if [ "$BANK" = 1 ] && [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
 # RESKILL=<the output_dir of a `sage train --algo reskill` run> adds its last checkpoint as `reskill`, acting with
 # the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted.
 if [ -n "${RESKILL:-}" ]; then

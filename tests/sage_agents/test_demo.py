@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from sage_agents.demo import DemoConfig, comparison, run_demo, skill_templates
+from sage_agents.demo import DemoConfig, agent_entries, comparison, run_demo, skill_templates
 
 LABELS = ["random", "expert", "sft", "grpo", "sage"]
 
@@ -62,3 +62,16 @@ def test_expert_skills_pick_the_templates_and_are_checked():
         DemoConfig(expert_skills="[place_in]")
     with pytest.raises(ValueError, match="must be a list"):
         DemoConfig(expert_skills=["teleport"])
+
+
+def test_sage_is_evaluated_from_an_empty_library_unless_the_bank_is_asked_for(tmp_path):
+    checkpoint = tmp_path / "sage" / "step_6"
+    (checkpoint / "skill_library").mkdir(parents=True)
+    arms = {"grpo": tmp_path / "grpo" / "step_6", "sage": checkpoint}
+    entries = agent_entries(DemoConfig(), tmp_path / "sft", arms)
+    assert list(entries) == LABELS
+    agent, kwargs, env_kwargs = entries["sage"]
+    assert agent == "sage" and env_kwargs["skills"] == "program" and "skills_path" not in kwargs
+    assert kwargs["typed_arguments"] and kwargs["template_headers"] and kwargs["skill_templates"]
+    banked = agent_entries(DemoConfig(sage_eval_bank=True), tmp_path / "sft", arms)["sage"][1]
+    assert banked["skills_path"] == str(checkpoint / "skill_library")
