@@ -160,6 +160,11 @@ def skill_signatures(skills_text: str) -> list[tuple[str, list[str]]]:
 _STOPWORDS = frozenset("a an the some two in on at of to from with and them it its under into onto".split())
 
 
+def _task_words(task: str) -> list[str]:
+    """The task's content words in order (lower case, stop words dropped): the names a task gives its types."""
+    return [w for w in re.findall(r"[a-z]+", task.lower()) if w not in _STOPWORDS]
+
+
 def argument_options(task: str, observation: str, admissible: Sequence[str], limit: int = 64) -> list[str]:
     """Values a skill-call argument may take in constrained decoding, task-named first.
 
@@ -169,9 +174,9 @@ def argument_options(task: str, observation: str, admissible: Sequence[str], lim
     """
     texts = [task, observation, *admissible]
     entities = [e for text in texts for e in _ENTITY_RE.findall(text.lower())]
-    task_words = [w for w in re.findall(r"[a-z]+", task.lower()) if w not in _STOPWORDS]
-    values = list(dict.fromkeys([*entities, *(e.split()[0] for e in entities), *task_words]))
-    values.sort(key=lambda v: v.split()[0] not in task_words)  # stable: task-named values first
+    named = _task_words(task)
+    values = list(dict.fromkeys([*entities, *(e.split()[0] for e in entities), *named]))
+    values.sort(key=lambda v: v.split()[0] not in named)  # stable: task-named values first
     return values[:limit]
 
 
@@ -183,9 +188,8 @@ def typed_options(values: Sequence[str], param: str, task: str) -> list[str]:
     (``microwave`` -> ``microwave 1``, ``sink`` -> ``sinkbasin 1``): the name of a parameter is its type, as in
     a typed language. When nothing matches, every value is kept (a skill whose arguments the task does not name).
     """
-    task_words = set(re.findall(r"[a-z]+", task.lower())) - _STOPWORDS
-    param = param.lower()
-    typed = [v for v in values if v.split()[0] in task_words or v.split()[0].startswith(param)]
+    named, param = set(_task_words(task)), param.lower()
+    typed = [v for v in values if v.split()[0] in named or v.split()[0].startswith(param)]
     return typed or list(values)
 
 
@@ -538,16 +542,16 @@ class LLMPolicy:
             scores = self._score_pruned(prompts, texts_of, complete)
         else:
             scores = self.score(prompts, texts_of, complete)
-        texts, pending, token_lps, choice_logprob, scored = [], [], [], [], []
-        for row, lps in zip(rows, scores, strict=True):
+        texts, pending, token_lps, choice_logprob, scored, grown = [], [], [], [], [], []
+        for b, (row, parts, lps) in enumerate(zip(rows, texts_of, scores, strict=True)):
             k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean")
             texts.append(row[k][0])
             pending.append(list(row[k][1]))
             token_lps.append(lps[k])
             choice_logprob.append(logprob)
             scored.append(len(row))
-        # Texts longer than what was scored (a call's arguments, a template's body) are re-scored whole below.
-        grown = [b for b in range(len(prompts)) if pending[b] or self._scored_part(texts[b]) != texts[b]]
+            if pending[b] or parts[k] != texts[b]:  # arguments or a template's body to come: re-scored whole below
+                grown.append(b)
         active = [b for b in range(len(prompts)) if pending[b]]
         while active:  # one argument of every open call: scored after the text so far, which joins the prompt
             options = {
