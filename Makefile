@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
 	touch $(STAMP)
 
-# The main job (sage_agents/demo.py): expert chains -> SFT -> GRPO vs SAGE -> evaluation table and plots.
+# The main job (sage_agents/demo.py): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> evaluation table and plots.
 demo: $(STAMP)
 	$(BIN)/sage demo --output-dir runs/demo
 

@@ -1,4 +1,4 @@
-"""The main job (``make demo``, ``sage demo``): expert chains -> SFT -> GRPO vs SAGE -> leaderboard, on a CPU.
+"""The main job (``make demo``, ``sage demo``): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> leaderboard.
 
 Stages, each resumable (a finished stage is skipped on a rerun; the RL arms resume from their last checkpoint and
 the evaluations from their episode logs):
@@ -8,10 +8,11 @@ the evaluations from their episode logs):
    a ``(prompt, completion)`` pair in the policy's own prompt format.
 2. **sft**: a tiny causal LM (word-level tokenizer built from the env vocabulary) is warm-started on both sets
    of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves both RL arms.
-3. **train**: two arms from that checkpoint with the same budget and seed: GRPO without skills
-   (``skills="none"``, outcome reward) and SAGE (program skills, skill-integrated reward, sequential rollout).
-   Both act by constrained decoding; SAGE may also choose the expert's skill definitions as templates.
-4. **evaluate**: random, expert, SFT, GRPO and SAGE on generated ``valid_unseen`` chains through the leaderboard
+3. **train**: three arms from that checkpoint with the same budget and seed: GRPO without skills
+   (``skills="none"``, outcome reward), SAGE (program skills, skill-integrated reward, sequential rollout) and
+   ReSkill (guidance skills created from diagnosed failures and chosen by Thompson sampling, outcome reward).
+   All act by constrained decoding; SAGE may also choose the expert's skill definitions as templates.
+4. **evaluate**: random, expert, SFT and the arms on generated ``valid_unseen`` chains through the leaderboard
    evaluator (SAGE starts every chain with an empty library, as in the paper; ``sage_eval_bank`` starts it from
    the skills its reward paid for during training).
 5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), ``results.json`` and plots (learning
@@ -33,7 +34,9 @@ from typing import Any
 import numpy as np
 
 ENV_ID = "SageChain-ALFWorld-v0"
-ARMS = ("grpo", "sage")
+ARMS = ("grpo", "sage", "reskill")
+ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
+"""The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
 
 
 @dataclass
@@ -96,11 +99,14 @@ class DemoConfig:
     made prompts 1.7x longer (331 vs 195 tokens on average)."""
 
     # ------------------------------------------------------------------ RL arms
+    arms: list[str] = field(default_factory=lambda: list(ARMS))
+    """The RL arms, each trained from the SFT checkpoint with the same budget and seeds: ``grpo`` and ``sage`` (the
+    comparison; both required) and ``reskill`` (docs/reskill.md; ``--set 'arms=["grpo", "sage"]'`` drops it)."""
     extra_rl_seeds: list[int] = field(default_factory=list)
-    """More seeds for both RL arms (``seed`` is the main one), each trained from the same SFT checkpoint and
-    evaluated as ``grpo-seedN`` / ``sage-seedN``; the comparison then also reports mean and spread over seeds."""
+    """More seeds for every RL arm (``seed`` is the main one), each trained from the same SFT checkpoint and
+    evaluated as ``grpo-seedN`` / ``sage-seedN`` / ...; the comparison then also reports mean and spread over seeds."""
     rl_steps: int = 6
-    """GRPO/SAGE optimisation steps per arm (a SAGE step took 300 s on 2 cores: 8 rollouts x 2 tasks x up to 30
+    """Optimisation steps per arm (a SAGE step took 300 s on 2 cores: 8 rollouts x 2 tasks x up to 30
     turns, each scoring the skill templates and calls; a GRPO step 21 s)."""
     group_size: int = 8
     """Rollouts per group (G)."""
@@ -117,6 +123,15 @@ class DemoConfig:
     """SAGE chooses a skill template by its header line, and its body follows (``LLMPolicy(template_headers=...)``):
     scored whole, an ~80-token definition lost to any short command, and SAGE never defined a ``*_then_place``
     skill (docs/demo.md)."""
+
+    reskill_min_reservoir: int = 16
+    """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``:
+    50; a demo step of 8 rollouts x 2 tasks adds 16, so 16 lets creation start after the first step)."""
+    reskill_min_test_steps: int = 2
+    """Steps a ReSkill version is tested before it is accepted or rejected (paper: 5; with 2, versions are
+    created, tested and decided within the demo's 6 steps, on weaker evidence: docs/demo.md)."""
+    reskill_min_test_episodes: int = 32
+    """Episodes (both arms of the test) before a ReSkill decision (paper: 50; 32 = two steps)."""
 
     # ------------------------------------------------------------------ evaluation
     sage_eval_bank: bool = False
@@ -136,6 +151,11 @@ class DemoConfig:
     """Chains each evaluation process plays in lockstep (LLM agents generate for all of them at once)."""
 
     def __post_init__(self) -> None:
+        if not {"grpo", "sage"} <= set(self.arms) <= set(ARMS) or len(set(self.arms)) != len(self.arms):
+            raise ValueError(
+                f"arms={self.arms!r} must hold 'grpo' and 'sage' (the comparison) and may add 'reskill', each once, "
+                """e.g. --set 'arms=["grpo", "sage"]'."""
+            )
         if self.expert_skills is not None:
             from sage_envs.domains.alfworld.expert import SKILLS
 
@@ -237,22 +257,28 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
 
 
 def arm_label(cfg: DemoConfig, arm: str, seed: int) -> str:
-    """``grpo`` / ``sage`` for the main seed, ``grpo-seedN`` / ``sage-seedN`` for the extra ones (also the folder)."""
+    """``grpo`` / ``sage`` / ``reskill`` for the main seed, ``grpo-seedN`` ... for the extra ones (also the folder)."""
     return arm if seed == cfg.seed else f"{arm}-seed{seed}"
+
+
+def arm_of(label: str) -> str:
+    """The arm of an :func:`arm_label`."""
+    return label.split("-seed", 1)[0]
 
 
 def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Any:
     """The TrainConfig of one RL arm; the arms differ only in algorithm, skills and templates."""
     from sage_agents.config import TrainConfig
 
-    skills = "program" if arm == "sage" else "none"
+    reskill = {"reskill_min_reservoir": cfg.reskill_min_reservoir, "reskill_min_test_steps": cfg.reskill_min_test_steps,
+               "reskill_min_test_episodes": cfg.reskill_min_test_episodes}  # fmt: skip
     return TrainConfig(
-        algo=arm, env_kwargs={**cfg.env_kwargs, "skills": skills}, model_path=str(sft), constrained=True,
+        algo=arm, env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         skill_templates=skill_templates(cfg.expert_skills) if arm == "sage" else [],
         candidate_score=cfg.candidate_score, **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
         output_dir=str(out / arm_label(cfg, arm, seed)), save_every=5, resume=True, micro_batch_size=32,
-        report_to=["jsonl"],
+        report_to=["jsonl"], **(reskill if arm == "reskill" else {}),
     )  # fmt: skip
 
 
@@ -275,23 +301,27 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
 
     ``arms`` maps arm labels (:func:`arm_label`) to their final checkpoints.
     """
-    none = {**cfg.env_kwargs, "skills": "none"}
-    program = {**cfg.env_kwargs, "skills": "program"}
+    from sage_agents.reskill.controller import LIBRARY_DIR
+
+    def env(skills: str) -> dict[str, Any]:
+        return {**cfg.env_kwargs, "skills": skills}
+
     policy = {"constrained": True, **cfg.prompt_kwargs}
     entries = {
-        "random": ("random", {}, none),
-        "expert": ("expert", {"skills": cfg.expert_skills}, program),  # the expert the SFT data came from
-        "sft": ("policy", {"model_path": str(sft), **policy}, none),
+        "random": ("random", {}, env("none")),
+        "expert": ("expert", {"skills": cfg.expert_skills}, env("program")),  # the expert the SFT data came from
+        "sft": ("policy", {"model_path": str(sft), **policy}, env("none")),
     }
     for label, checkpoint in arms.items():
-        if label.startswith("grpo"):
-            entries[label] = ("grpo", {"model_path": str(checkpoint / "model"), **policy}, none)
-        else:
-            templates = skill_templates(cfg.expert_skills)
-            sage_kwargs = {"model_path": str(checkpoint / "model"), "skill_templates": templates, **policy}
+        arm = arm_of(label)
+        kwargs = {"model_path": str(checkpoint / "model"), **policy}
+        if arm == "sage":
+            kwargs["skill_templates"] = skill_templates(cfg.expert_skills)
             if cfg.sage_eval_bank and (checkpoint / "skill_library").is_dir():
-                sage_kwargs["skills_path"] = str(checkpoint / "skill_library")
-            entries[label] = ("sage", sage_kwargs, program)
+                kwargs["skills_path"] = str(checkpoint / "skill_library")
+        if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():  # the versions it accepted, shown as trained
+            kwargs["skills_path"] = str(checkpoint / LIBRARY_DIR)
+        entries[label] = (arm, kwargs, env(ARM_SKILLS[arm]))
     return entries
 
 
@@ -352,7 +382,8 @@ def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Pa
     paths = []
     fig, ax = plt.subplots(figsize=(6, 4))
     for seed in [cfg.seed, *cfg.extra_rl_seeds]:
-        for arm, color in zip(ARMS, ("tab:blue", "tab:orange"), strict=True):
+        for arm in cfg.arms:
+            color = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}[arm]
             label = arm_label(cfg, arm, seed)
             metrics = out / label / "metrics.jsonl"
             if metrics.exists():
@@ -393,7 +424,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
     sft = sft_model(cfg, out, pairs)
     arms = {}
-    runs = [(seed, arm) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in ARMS]
+    runs = [(seed, arm) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in cfg.arms]
     for i, (seed, arm) in enumerate(runs):
         label = arm_label(cfg, arm, seed)
         console.rule(f"[bold]3/5 RL arm {i + 1}/{len(runs)}: {label}")

@@ -7,7 +7,7 @@ import pytest
 
 from sage_agents.demo import DemoConfig, agent_entries, comparison, run_demo, skill_templates
 
-LABELS = ["random", "expert", "sft", "grpo", "sage"]
+LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 
 
 def test_comparison_is_points_and_relative_cuts():
@@ -36,15 +36,16 @@ def test_comparison_over_extra_seeds_reports_mean_and_spread():
 def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "demo"
     result = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))
-    assert [s["agent"] for s in result["summaries"]] == [*LABELS, "grpo-seed1", "sage-seed1"]
+    assert [s["agent"] for s in result["summaries"]] == [*LABELS, "grpo-seed1", "sage-seed1", "reskill-seed1"]
     assert result["comparison"]["over_seeds"]["n"] == 2
     assert all(s["n_chains"] == 3 and s["split"] == "valid_unseen" for s in result["summaries"])
     by = {s["agent"]: s for s in result["summaries"]}
     assert by["expert"]["tgc"] > by["random"]["tgc"]  # the scripted upper bound beats chance even on 3 chains
-    assert by["sage"]["env_kwargs"]["skills"] == "program" and by["grpo"]["env_kwargs"]["skills"] == "none"
+    assert {arm: by[arm]["env_kwargs"]["skills"] for arm in ("grpo", "sage", "reskill")} == {
+        "grpo": "none", "sage": "program", "reskill": "guidance"}
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
-    for arm in ("grpo", "sage", "grpo-seed1", "sage-seed1"):
+    for arm in ("grpo", "sage", "reskill", "grpo-seed1", "sage-seed1", "reskill-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]
     pairs = (out / "expert" / "pairs.jsonl").stat().st_mtime
@@ -67,7 +68,7 @@ def test_expert_skills_pick_the_templates_and_are_checked():
 def test_sage_is_evaluated_from_an_empty_library_unless_the_bank_is_asked_for(tmp_path):
     checkpoint = tmp_path / "sage" / "step_6"
     (checkpoint / "skill_library").mkdir(parents=True)
-    arms = {"grpo": tmp_path / "grpo" / "step_6", "sage": checkpoint}
+    arms = {"grpo": tmp_path / "grpo" / "step_6", "sage": checkpoint, "reskill": tmp_path / "reskill" / "step_6"}
     entries = agent_entries(DemoConfig(), tmp_path / "sft", arms)
     assert list(entries) == LABELS
     agent, kwargs, env_kwargs = entries["sage"]
@@ -75,3 +76,21 @@ def test_sage_is_evaluated_from_an_empty_library_unless_the_bank_is_asked_for(tm
     assert kwargs["typed_arguments"] and kwargs["template_headers"] and kwargs["skill_templates"]
     banked = agent_entries(DemoConfig(sage_eval_bank=True), tmp_path / "sft", arms)["sage"][1]
     assert banked["skills_path"] == str(checkpoint / "skill_library")
+
+
+def test_the_reskill_arm_reads_guidance_and_starts_from_the_versions_it_accepted(tmp_path):
+    reskill = tmp_path / "reskill-seed1" / "step_6"
+    (reskill / "reskill_library").mkdir(parents=True)
+    arms = {"grpo-seed1": tmp_path / "grpo-seed1" / "step_6", "reskill-seed1": reskill}
+    entries = agent_entries(DemoConfig(), tmp_path / "sft", arms)
+    agent, kwargs, env_kwargs = entries["reskill-seed1"]
+    assert agent == "reskill" and env_kwargs["skills"] == "guidance"
+    assert kwargs["skills_path"] == str(reskill / "reskill_library") and "skill_templates" not in kwargs
+    assert entries["grpo-seed1"][0] == "grpo" and "skills_path" not in entries["grpo-seed1"][1]
+
+
+def test_arms_must_hold_the_comparison():
+    assert DemoConfig(arms=["grpo", "sage"]).arms == ["grpo", "sage"]
+    for arms in (["sage"], ["grpo", "sage", "ppo"], ["grpo", "sage", "sage"]):
+        with pytest.raises(ValueError, match="must hold 'grpo' and 'sage'"):
+            DemoConfig(arms=arms)
