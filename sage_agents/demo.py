@@ -124,14 +124,16 @@ class DemoConfig:
     scored whole, an ~80-token definition lost to any short command, and SAGE never defined a ``*_then_place``
     skill (docs/demo.md)."""
 
-    reskill_min_reservoir: int = 16
-    """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``:
-    50; a demo step of 8 rollouts x 2 tasks adds 16, so 16 lets creation start after the first step)."""
-    reskill_min_test_steps: int = 2
-    """Steps a ReSkill version is tested before it is accepted or rejected (paper: 5; with 2, versions are
-    created, tested and decided within the demo's 6 steps, on weaker evidence: docs/demo.md)."""
-    reskill_min_test_episodes: int = 32
-    """Episodes (both arms of the test) before a ReSkill decision (paper: 50; 32 = two steps)."""
+    reskill_min_reservoir: int = 32
+    """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``,
+    default 50; 32 = two steps of 8 rollouts x 2 tasks, so the first version is created at step 2; the
+    three reskill_min_* are those of ReSkill run 4, docs/reskill.md)."""
+    reskill_min_test_steps: int = 4
+    """Steps a ReSkill version is tested before it is decided (ReSkill: 5; 4 decides the first version at the
+    demo's last step, on 64 episodes). With 2 steps and 32 episodes a version was accepted at 0 successes in
+    both arms (the posterior mean of the arm with fewer episodes is higher): too little evidence."""
+    reskill_min_test_episodes: int = 50
+    """Episodes (both arms of the test) before a ReSkill decision (ReSkill: 50)."""
 
     # ------------------------------------------------------------------ evaluation
     sage_eval_bank: bool = False
