@@ -31,8 +31,15 @@ def make_random(seed: int = 0, **_: Any) -> RandomAgent:
     return RandomAgent(seed=seed)
 
 
-def make_expert(use_skills: bool = True, skills: list[str] | None = None, **_: Any):
-    """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills)."""
-    from sage_envs.domains.alfworld import AlfworldExpert
+def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills_path: str | None = None, **_: Any):
+    """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills).
 
-    return AlfworldExpert(use_skills=use_skills, skills=skills)
+    ``skills_path``: a folder of SKILL.md folders every chain starts from; the expert calls those of its skills
+    found there without defining them (what cross-chain reuse of a skill bank would cost, at perfect play).
+    """
+    from sage_envs.domains.alfworld import AlfworldExpert
+    from sage_envs.skills import SkillLibrary
+
+    expert = AlfworldExpert(use_skills=use_skills, skills=skills)
+    expert.skill_library = SkillLibrary.load(skills_path) if skills_path else None
+    return expert

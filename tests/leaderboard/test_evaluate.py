@@ -196,3 +196,22 @@ def test_an_agent_with_a_skill_library_starts_every_chain_from_it():
         play_chain(env, agent, chain=chain, seed=0)
     assert agent.seen and all(names[:1] == ["visit"] for names in agent.seen)
     assert agent.skill_library.get("visit").uses == 0  # the env plays on a copy
+
+
+def test_the_expert_calls_the_skills_of_its_starting_library_without_defining_them(tmp_path):
+    import sage_envs  # noqa: F401  (registers SageChain-ALFWorld-v0)
+    from sage_agents.demo import skill_templates
+    from sage_envs.skills import SkillLibrary
+    from sage_envs.skills.dsl import parse_definition
+
+    SkillLibrary([parse_definition(t)[0] for t in skill_templates(["place_in"])]).save(tmp_path / "bank")
+    env = gym.make("SageChain-ALFWorld-v0", split="valid_unseen", skills="program", chain_length=2)
+    plain, banked = (
+        play_chain(env, make_agent("expert", skills=["place_in"], skills_path=path), chain=0, seed=0)
+        for path in (None, str(tmp_path / "bank"))
+    )
+    assert plain["success"] == banked["success"] == [True, True]
+    plain_actions, banked_actions = (sum(record["actions"], []) for record in (plain, banked))
+    assert any(a.startswith("skill place_in(") for a in plain_actions)
+    assert not any(a.startswith("skill ") for a in banked_actions)
+    assert any("place_in(" in a for a in banked_actions) and sum(banked["tokens"]) < sum(plain["tokens"])
