@@ -203,12 +203,16 @@ def _bootstrap_ci(values: np.ndarray, rng: np.random.Generator) -> list[float]:
     return [float(low), float(high)]
 
 
-def summarize(records: list[dict[str, Any]], config: EvalConfig, model: str, source: str) -> dict[str, Any]:
+def summarize(
+    records: list[dict[str, Any]], config: EvalConfig, model: str, source: str, token_unit: str = "tokens"
+) -> dict[str, Any]:
     """Aggregate episode records into the leaderboard's summary (keys fixed by SPEC.md section 5).
 
     Per-episode (chain) quantities are the unit of the bootstrap, so tasks of one chain are resampled together.
     ``skill_reuse_rate`` is the share of tasks after the first of their chain that called a skill created earlier
-    in the chain; ``skills_created`` is the mean number of skill definitions per chain.
+    in the chain; ``skills_created`` is the mean number of skill definitions per chain. ``token_unit`` says what
+    ``mean_tokens`` counts: ``tokens`` the agent reported generating, or ``words`` (whitespace-separated words of
+    its actions) for an agent that does not count them, such as the scripted ones.
     """
     records = sorted(records, key=lambda r: (r["seed"], r["chain"]))
     per_chain = {
@@ -237,6 +241,7 @@ def summarize(records: list[dict[str, Any]], config: EvalConfig, model: str, sou
         "mean_steps": float(sum(sum(r["steps"]) for r in records) / max(n_tasks, 1)),
         "mean_primitive_steps": float(sum(sum(r["primitive_steps"]) for r in records) / max(n_tasks, 1)),
         "mean_tokens": float(sum(sum(r["tokens"]) for r in records) / max(n_tasks, 1)),
+        "token_unit": token_unit,
         "mean_invalid_actions": float(sum(sum(r["invalid_actions"]) for r in records) / max(n_tasks, 1)),
         "skill_reuse_rate": float(np.mean(later)) if later else 0.0,
         "skills_created": float(np.mean([sum(map(len, r["skills_created"])) for r in records])) if records else 0.0,
@@ -332,7 +337,9 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     for env in envs:
         env.close()
     model = str(getattr(agent, "model_id", config.agent))
-    summary = summarize([done[key] for key in todo_all], config, model=model, source=source)
+    counts_tokens = hasattr(agent, "tokens_generated") or hasattr(agent, "last_tokens")  # else play_chains counts words
+    summary = summarize([done[key] for key in todo_all], config, model=model, source=source,
+                        token_unit="tokens" if counts_tokens else "words")  # fmt: skip
     tmp = out / f".{config.run_name}.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out / f"{config.run_name}.json")

@@ -81,6 +81,7 @@ def test_evaluate_writes_summary_and_resumes_identically(tmp_path):
     summary = evaluate(config)
     assert SUMMARY_KEYS <= set(summary)
     assert summary["n_chains"] == 6 and summary["n_tasks"] == 10 and 0 <= summary["tgc"] <= 1
+    assert summary["token_unit"] == "words"  # the random agent counts no tokens: its actions' words are counted
     episodes = tmp_path / f"{config.run_name}.episodes.jsonl"
     lines = episodes.read_text().splitlines()
     assert len(lines) == 6

@@ -47,3 +47,10 @@ def test_main_is_deterministic_and_writes_plots(tmp_path):
     main(["--results", str(results), "--output", str(tmp_path / "out")])
     assert (tmp_path / "out" / "LEADERBOARD.md").read_bytes() == first
     assert len(list((tmp_path / "out" / "plots").glob("*.png"))) == 2
+
+
+def test_tokens_counted_as_words_are_marked():
+    counted, scripted = _summary("llm", 0.5, 0.2), _summary("expert", 0.9, 0.8) | {"token_unit": "words"}
+    table = render_markdown([counted, scripted]).split("Success per task type")[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "| 50.0 w |" in rows["expert"] and "| 50.0 |" in rows["llm"]
