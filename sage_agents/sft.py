@@ -12,6 +12,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from transformers import TrainerCallback
+
 from sage_agents.policy import LLMPolicy
 
 
@@ -97,6 +99,32 @@ def reweight_pairs(
     return out
 
 
+class RichProgress(TrainerCallback):
+    """A rich progress bar over the optimizer steps with the latest logged loss, in place of the printed logs."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start the bar at the trainer's current step (a resumed run starts part-way)."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = [TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+        self.bar = Progress(*columns, TextColumn("{task.fields[info]}"))
+        self.bar.start()
+        self.task = self.bar.add_task("sft", total=state.max_steps, completed=state.global_step, info="")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Advance to the trainer's step."""
+        self.bar.update(self.task, completed=state.global_step)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        """Show the latest training loss."""
+        if logs and "loss" in logs:
+            self.bar.update(self.task, info=f"loss {float(logs['loss']):.3f}")
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Close the bar."""
+        self.bar.stop()
+
+
 def sft_warm_start(
     model: Any,
     tokenizer: Any,
@@ -113,6 +141,7 @@ def sft_warm_start(
     bf16: bool = False,
     group_by_length: bool = True,
     completion_only: bool = True,
+    progress: bool = True,
 ) -> dict[str, float]:
     """Supervised fine-tuning of ``model`` on ``pairs`` with TRL's ``SFTTrainer`` (completion-only loss).
 
@@ -133,6 +162,7 @@ def sft_warm_start(
             padding when prompts range from 50 to 800 tokens, same data per epoch.
         completion_only: train on the completion tokens only (TRL's ``completion_only_loss``); False trains the
             language-model loss on the prompt too, i.e. also on predicting the environment's text.
+        progress: show a progress bar with the loss instead of printing every ``logging_steps`` log line.
 
     Returns:
         TRL's train metrics (``train_loss``, ``train_runtime``, ...).
@@ -140,6 +170,7 @@ def sft_warm_start(
     import torch
     from accelerate.state import AcceleratorState
     from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     args = SFTConfig(
@@ -167,6 +198,9 @@ def sft_warm_start(
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tokenizer
         )
+        if progress:
+            trainer.remove_callback(PrinterCallback)
+            trainer.add_callback(RichProgress())
         result = trainer.train()
     finally:
         tokenizer.padding_side = padding_side

@@ -29,14 +29,32 @@ def test_collect_expert_pairs_uses_the_policy_prompt(tiny):
     assert failing == []  # only successful tasks are kept by default
 
 
-def test_sft_warm_start_lowers_expert_nll(tiny_copy, tmp_path):
+def test_sft_warm_start_lowers_expert_nll(tiny_copy, tmp_path, capsys):
     model, tok = tiny_copy
     policy = LLMPolicy(model, tok)
     pairs = collect_expert_pairs(FakeChainEnv(expert_plan=True, num_chains=4), SkillExpert(), policy)
     before = nll(policy, pairs)
-    metrics = sft_warm_start(model, tok, pairs, output_dir=str(tmp_path), max_steps=6, lr=3e-3, batch_size=4)
+    metrics = sft_warm_start(
+        model, tok, pairs, output_dir=str(tmp_path), max_steps=6, lr=3e-3, batch_size=4, logging_steps=2
+    )
     assert metrics["train_loss"] > 0 and nll(policy, pairs) < before - 0.5
     assert tok.padding_side == "left"  # restored for generation
+    assert "'loss'" not in capsys.readouterr().out  # a progress bar, not a printed log line every 2 steps
+
+
+def test_the_progress_bar_follows_the_trainer_steps_and_loss():
+    from types import SimpleNamespace
+
+    from sage_agents.sft import RichProgress
+
+    bar, state = RichProgress(), SimpleNamespace(max_steps=4, global_step=1)
+    bar.on_train_begin(None, state, None)
+    state.global_step = 3
+    bar.on_step_end(None, state, None)
+    bar.on_log(None, state, None, logs={"loss": 0.5})
+    task = bar.bar.tasks[0]
+    assert (task.total, task.completed, task.fields["info"]) == (4, 3, "loss 0.500")
+    bar.on_train_end(None, state, None)
 
 
 @pytest.mark.slow
