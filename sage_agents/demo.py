@@ -205,6 +205,7 @@ def skill_templates(names: Sequence[str] | None = None) -> list[str]:
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``)."""
     import gymnasium as gym
+    from rich.progress import track
 
     import sage_envs  # noqa: F401
     from sage_agents.models import build_tiny_model
@@ -223,7 +224,8 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         prompter = LLMPolicy(model, tokenizer, skill_templates=templates, **cfg.prompt_kwargs)
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
         expert = AlfworldExpert(use_skills=skills != "none", skills=cfg.expert_skills)
-        pairs += collect_expert_pairs(env, expert, prompter, range(cfg.expert_chains), seed=cfg.seed)
+        chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
+        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed)
         env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

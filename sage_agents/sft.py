@@ -9,7 +9,7 @@ so the warm-started model sees exactly the format it will act in; the completion
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from transformers import TrainerCallback
@@ -30,7 +30,7 @@ def collect_expert_pairs(
     env: Any,
     expert: Any,
     policy: LLMPolicy,
-    chains: Sequence[int] | None = None,
+    chains: Iterable[int] | None = None,
     *,
     seed: int = 0,
     only_successful: bool = True,
