@@ -141,6 +141,7 @@ def sft_warm_start(
     bf16: bool = False,
     group_by_length: bool = True,
     completion_only: bool = True,
+    gradient_checkpointing: bool = False,
     progress: bool = True,
 ) -> dict[str, float]:
     """Supervised fine-tuning of ``model`` on ``pairs`` with TRL's ``SFTTrainer`` (completion-only loss).
@@ -162,6 +163,9 @@ def sft_warm_start(
             padding when prompts range from 50 to 800 tokens, same data per epoch.
         completion_only: train on the completion tokens only (TRL's ``completion_only_loss``); False trains the
             language-model loss on the prompt too, i.e. also on predicting the environment's text.
+        gradient_checkpointing: recompute activations in the backward pass to save memory. TRL's ``SFTConfig``
+            turns it on by default (for large models on GPUs); a tiny model on a CPU only pays for the recompute
+            (``benchmarks/sft_speed.py``).
         progress: show a progress bar with the loss instead of printing every ``logging_steps`` log line.
 
     Returns:
@@ -181,6 +185,7 @@ def sft_warm_start(
         per_device_train_batch_size=batch_size,
         max_length=max_length,
         completion_only_loss=completion_only,
+        gradient_checkpointing=gradient_checkpointing,
         packing=False,
         save_strategy="no",
         report_to="none",
