@@ -78,7 +78,7 @@ class DemoConfig:
     tiny_layers: int = 4
     """Layers of the tiny model."""
     sft_epochs: float = 2.5
-    """Passes over the expert pairs (~4.7 minutes each on 2 cores, the largest stage; with one, the SFT model
+    """Passes over the expert pairs (~3.8 minutes each on 2 cores, the largest stage; with one, the SFT model
     completed 10% of valid_unseen tasks instead of 30%)."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
@@ -106,8 +106,8 @@ class DemoConfig:
     """More seeds for every RL arm (``seed`` is the main one), each trained from the same SFT checkpoint and
     evaluated as ``grpo-seedN`` / ``sage-seedN`` / ...; the comparison then also reports mean and spread over seeds."""
     rl_steps: int = 6
-    """Optimisation steps per arm (a SAGE step took 300 s on 2 cores: 8 rollouts x 2 tasks x up to 30
-    turns, each scoring the skill templates and calls; a GRPO step 21 s)."""
+    """Optimisation steps per arm (8 rollouts x 2 tasks x up to 30 turns per step: ~24 s for GRPO, ~25 s for
+    SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
     rl_lr: float = 2e-5
@@ -271,7 +271,7 @@ def arm_of(label: str) -> str:
 
 
 def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Any:
-    """The TrainConfig of one RL arm; the arms differ only in algorithm, skills and templates."""
+    """The TrainConfig of one RL arm; the arms differ only in algorithm, skills, templates and ReSkill's tests."""
     from sage_agents.config import TrainConfig
 
     reskill = {"reskill_min_reservoir": cfg.reskill_min_reservoir, "reskill_min_test_steps": cfg.reskill_min_test_steps,
