@@ -7,7 +7,7 @@ the evaluations from their episode logs):
    (it defines a skill on first need and calls it afterwards) and without; every turn of a completed task becomes
    a ``(prompt, completion)`` pair in the policy's own prompt format.
 2. **sft**: a tiny causal LM (word-level tokenizer built from the env vocabulary) is warm-started on both sets
-   of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves both RL arms.
+   of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves every RL arm.
 3. **train**: three arms from that checkpoint with the same budget and seed: GRPO without skills
    (``skills="none"``, outcome reward), SAGE (program skills, skill-integrated reward, sequential rollout) and
    ReSkill (guidance skills created from diagnosed failures and chosen by Thompson sampling, outcome reward).
@@ -46,7 +46,7 @@ class DemoConfig:
     output_dir: str = "runs/demo"
     """Where every stage writes (pairs, models, runs, results, plots)."""
     seed: int = 0
-    """Seed of the tiny model, SFT data order, RL sampling and chain order (the same for both arms)."""
+    """Seed of the tiny model, SFT data order, RL sampling and chain order (the same for every arm)."""
     quick: bool = False
     """Smoke run: a few chains and steps per stage (about two minutes), for tests."""
 
