@@ -55,5 +55,6 @@ def main() -> None:
         print(f"| {way} | {100 * summary['tgc']:.1f} | {summary['mean_steps']:.1f} | {tokens['recorded']:.1f} | "
               f"{tokens['recounted']:.1f} | {tokens['definitions']:.1f} | {tokens['recounted'] / plain - 1:+.1%} |")
 
+
 if __name__ == "__main__":
     main()

@@ -37,6 +37,8 @@ ENV_ID = "SageChain-ALFWorld-v0"
 ARMS = ("grpo", "sage", "reskill")
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
 """The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
+ARM_COLORS = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}
+"""Each arm's colour in the learning-curve plot (its extra seeds are drawn lighter)."""
 
 
 @dataclass
@@ -387,13 +389,13 @@ def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Pa
     fig, ax = plt.subplots(figsize=(6, 4))
     for seed in [cfg.seed, *cfg.extra_rl_seeds]:
         for arm in cfg.arms:
-            color = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}[arm]
             label = arm_label(cfg, arm, seed)
             metrics = out / label / "metrics.jsonl"
             if metrics.exists():
                 rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
                 steps, success = [r["charts/step"] for r in rows], [r["env/task_success"] for r in rows]
-                ax.plot(steps, success, marker=".", color=color, alpha=1.0 if seed == cfg.seed else 0.4, label=label)
+                alpha = 1.0 if seed == cfg.seed else 0.4
+                ax.plot(steps, success, marker=".", color=ARM_COLORS[arm], alpha=alpha, label=label)
     ax.set(xlabel="RL step", ylabel="training task success (TGC of the step's group)", title="Learning curves")
     ax.legend()
     paths.append(out / "learning_curves.png")
