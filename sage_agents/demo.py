@@ -370,12 +370,15 @@ def comparison(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         per_seed = {
             suffix.lstrip("-") or "main": deltas(by["sage" + suffix], by["grpo" + suffix]) for suffix in suffixes
         }
-        keys = list(result)
-        values = {k: np.array([d[k] for d in per_seed.values()]) for k in keys}
-        result["over_seeds"] = {"n": len(per_seed), "per_seed": per_seed,
-                                "mean": {k: float(v.mean()) for k, v in values.items()},
-                                "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
+        result["over_seeds"] = spread(per_seed)
     return result
+
+
+def spread(per_seed: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """``per_seed`` :func:`deltas` with their mean and sample standard deviation over the seeds."""
+    values = {k: np.array([d[k] for d in per_seed.values()]) for k in next(iter(per_seed.values()))}
+    return {"n": len(per_seed), "per_seed": per_seed, "mean": {k: float(v.mean()) for k, v in values.items()},
+            "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
 
 
 def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Path]:

@@ -1,4 +1,5 @@
-"""examples/token_breakdown.py and examples/token_ceiling.py: token recounts by kind, the expert three ways."""
+"""The example scripts: token recounts by kind (token_breakdown), the expert three ways (token_ceiling), and the
+comparison over whole-pipeline demo seeds (demo_seeds)."""
 
 import importlib.util
 import json
@@ -6,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from sage_agents.demo import deltas
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -49,3 +52,24 @@ def test_token_ceiling_prints_the_expert_three_ways(tiny, tmp_path, monkeypatch,
     plain, defines, banked = (row.split(" | ") for row in rows[1:])
     assert rows[0].startswith("| expert |") and float(plain[5]) == 0.0 == float(banked[5]) < float(defines[5])
     assert float(defines[4]) > float(plain[4])  # writing skills out costs tokens even at perfect play
+
+
+def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, monkeypatch):
+    def summary(agent, sgc, steps, tokens):
+        return {"agent": agent, "tgc": sgc, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens}
+
+    runs = []
+    for seed, (gain, sage_steps) in enumerate([(0.10, 15.0), (0.20, 10.0)]):
+        grpo, sage = summary("grpo", 0.3, 20.0, 100.0), summary("sage", 0.3 + gain, sage_steps, 150.0)
+        result = {"config": {"seed": seed, "arms": ["grpo", "sage"]}, "summaries": [summary("random", 0, 30, 9),
+                  grpo, sage], "comparison": deltas(sage, grpo)}  # fmt: skip
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        (run / "results.json").write_text(json.dumps(result))
+        runs.append(str(run))
+    monkeypatch.setattr(sys, "argv", ["demo_seeds.py", *runs])
+    load("demo_seeds").main()
+    out = capsys.readouterr().out
+    assert "random" not in out and out.count("| sage |") == 2
+    # SGC gains 10 and 20 points (mean 15, sd 7.07); steps cut 25% and 50% (mean 37.5%, sd 17.7%).
+    assert "mean +- sd over 2 runs: SGC +15.0 +- 7.1, steps +37.5% +- 17.7%, tokens -50.0% +- 0.0%" in out

@@ -1,0 +1,47 @@
+"""SAGE vs GRPO over whole-pipeline seeds: several ``sage demo --set seed=N`` runs, side by side.
+
+A demo's ``extra_rl_seeds`` vary the RL arms from one SFT model; runs with different ``seed`` also vary the tiny
+model's initialisation and the SFT data order, i.e. everything. This reads each run's ``results.json`` and prints
+every run's main agents and the comparison's mean and spread over the runs.
+
+    python examples/demo_seeds.py runs/demo runs/demo-seed1 runs/demo-seed2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from sage_agents.demo import spread
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="output dirs of finished demo runs")
+    args = parser.parse_args()
+    print("| run | seed | agent | TGC % | SGC % | steps / task | tokens / task |")
+    print("|---|---|---|---|---|---|---|")
+    per_run = {}
+    for run in args.runs:
+        result = json.loads((Path(run) / "results.json").read_text())
+        seed = result["config"]["seed"]
+        for s in result["summaries"]:
+            if s["agent"] in ("sft", *result["config"]["arms"]):
+                print(f"| {run} | {seed} | {s['agent']} | {100 * s['tgc']:.1f} | {100 * s['sgc']:.1f} | "
+                      f"{s['mean_steps']:.1f} | {s['mean_tokens']:.1f} |")
+        per_run[run] = {k: v for k, v in result["comparison"].items() if k != "over_seeds"}
+    print("\nSAGE vs GRPO: SGC gain (points), steps cut, tokens cut (fractions)")
+    for run, d in per_run.items():
+        print(f"  {run}: {d['sgc_gain_points']:+.1f}, {d['steps_cut']:+.1%}, {d['tokens_cut']:+.1%}")
+    if len(per_run) > 1:
+        over = spread(per_run)
+        mean, std = over["mean"], over["std"]
+        print(f"  mean +- sd over {over['n']} runs: "
+              f"SGC {mean['sgc_gain_points']:+.1f} +- {std['sgc_gain_points']:.1f}, "
+              f"steps {mean['steps_cut']:+.1%} +- {std['steps_cut']:.1%}, "
+              f"tokens {mean['tokens_cut']:+.1%} +- {std['tokens_cut']:.1%}")
+
+
+if __name__ == "__main__":
+    main()
