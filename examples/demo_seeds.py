@@ -2,7 +2,9 @@
 
 A demo's ``extra_rl_seeds`` vary the RL arms from one SFT model; runs with different ``seed`` also vary the tiny
 model's initialisation and the SFT data order, i.e. everything. This reads each run's ``results.json`` and prints
-every run's main agents and the comparison's mean and spread over the runs.
+every run's main agents and the comparison's mean and spread over the runs. ``steps / completed task`` (from the
+episode logs) separates how many turns a completed task took from how many tasks failed (a failure takes all
+``max_steps_per_task`` turns).
 
     python examples/demo_seeds.py runs/demo runs/demo-seed1 runs/demo-seed2
 """
@@ -13,15 +15,24 @@ import argparse
 import json
 from pathlib import Path
 
+from leaderboard.evaluate import read_episodes
 from sage_agents.demo import spread
+
+
+def steps_per_completed_task(results: Path, summary: dict) -> float:
+    """Mean agent turns of the completed tasks in ``summary``'s episode log (nan when none was completed)."""
+    (path,) = results.glob(f"{summary['agent']}__*.episodes.jsonl")
+    episodes = {(e["seed"], e["chain"]): e for e in read_episodes(path, summary["config_hash"])}.values()
+    steps = [s for e in episodes for s, done in zip(e["steps"], e["success"], strict=True) if done]
+    return sum(steps) / len(steps) if steps else float("nan")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="output dirs of finished demo runs")
     args = parser.parse_args()
-    print("| run | seed | agent | TGC % | SGC % | steps / task | tokens / task |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | seed | agent | TGC % | SGC % | steps / task | steps / completed task | tokens / task |")
+    print("|---|---|---|---|---|---|---|---|")
     per_run = {}
     for run in args.runs:
         result = json.loads((Path(run) / "results.json").read_text())
@@ -29,7 +40,8 @@ def main() -> None:
         for s in result["summaries"]:
             if s["agent"] in ("sft", *result["config"]["arms"]):
                 print(f"| {run} | {seed} | {s['agent']} | {100 * s['tgc']:.1f} | {100 * s['sgc']:.1f} | "
-                      f"{s['mean_steps']:.1f} | {s['mean_tokens']:.1f} |")
+                      f"{s['mean_steps']:.1f} | {steps_per_completed_task(Path(run) / 'results', s):.1f} | "
+                      f"{s['mean_tokens']:.1f} |")
         per_run[run] = {k: v for k, v in result["comparison"].items() if k != "over_seeds"}
     print("\nSAGE vs GRPO: SGC gain (points), steps cut, tokens cut (fractions)")
     for run, d in per_run.items():

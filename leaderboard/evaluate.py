@@ -298,7 +298,7 @@ def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dic
     return list(play_chains(_WORKER["envs"], _WORKER["agent"], todo))
 
 
-def _read_done(path: Path, config_hash: str) -> list[dict[str, Any]]:
+def read_episodes(path: Path, config_hash: str) -> list[dict[str, Any]]:
     """Episodes already in the JSONL for this config; a torn last line (crash mid-write) is ignored."""
     if not path.exists():
         return []
@@ -324,7 +324,7 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
     source = str(getattr(envs[0].unwrapped.domain, "source", "default"))
     todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
-    done = {(r["seed"], r["chain"]): r for r in _read_done(episodes_path, config.config_hash)}
+    done = {(r["seed"], r["chain"]): r for r in read_episodes(episodes_path, config.config_hash)}
     todo = [key for key in todo_all if key not in done]
 
     with episodes_path.open("a") as sink:

@@ -56,7 +56,12 @@ def test_token_ceiling_prints_the_expert_three_ways(tiny, tmp_path, monkeypatch,
 
 def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, monkeypatch):
     def summary(agent, sgc, steps, tokens):
-        return {"agent": agent, "tgc": sgc, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens}
+        return {"agent": agent, "tgc": sgc, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens,
+                "config_hash": f"hash-{agent}"}  # fmt: skip
+
+    def episode(agent, chain, steps, success, config_hash=None):
+        return {"seed": 0, "chain": chain, "steps": steps, "success": success,
+                "config_hash": config_hash or f"hash-{agent}"}  # fmt: skip
 
     runs = []
     for seed, (gain, sage_steps) in enumerate([(0.10, 15.0), (0.20, 10.0)]):
@@ -64,12 +69,24 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
         result = {"config": {"seed": seed, "arms": ["grpo", "sage"]}, "summaries": [summary("random", 0, 30, 9),
                   grpo, sage], "comparison": deltas(sage, grpo)}  # fmt: skip
         run = tmp_path / f"run{seed}"
-        run.mkdir()
+        (run / "results").mkdir(parents=True)
         (run / "results.json").write_text(json.dumps(result))
+        logs = {
+            # Completed tasks of 10 and 12 turns; chain 0 is logged twice (a resumed run: the later record counts),
+            # and an episode of another configuration in the same file is not read.
+            "grpo": [episode("grpo", 0, [5, 30], [True, False]), episode("grpo", 0, [10, 30], [True, False]),
+                     episode("grpo", 1, [12, 30], [True, False]), episode("grpo", 2, [1, 1], [True, True], "old")],
+            "sage": [episode("sage", 0, [6, 8], [True, True])],
+        }  # fmt: skip
+        for agent, records in logs.items():
+            path = run / "results" / f"{agent}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(str(run))
     monkeypatch.setattr(sys, "argv", ["demo_seeds.py", *runs])
     load("demo_seeds").main()
     out = capsys.readouterr().out
     assert "random" not in out and out.count("| sage |") == 2
+    assert f"| {runs[0]} | 0 | grpo | 30.0 | 30.0 | 20.0 | 11.0 | 100.0 |" in out
+    assert f"| {runs[1]} | 1 | sage | 50.0 | 50.0 | 10.0 | 7.0 | 150.0 |" in out
     # SGC gains 10 and 20 points (mean 15, sd 7.07); steps cut 25% and 50% (mean 37.5%, sd 17.7%).
     assert "mean +- sd over 2 runs: SGC +15.0 +- 7.1, steps +37.5% +- 17.7%, tokens -50.0% +- 0.0%" in out
