@@ -106,7 +106,9 @@ class DemoConfig:
     comparison; both required) and ``reskill`` (docs/reskill.md; ``--set 'arms=["grpo", "sage"]'`` drops it)."""
     extra_rl_seeds: list[int] = field(default_factory=list)
     """More seeds for every RL arm (``seed`` is the main one), each trained from the same SFT checkpoint and
-    evaluated as ``grpo-seedN`` / ``sage-seedN`` / ...; the comparison then also reports mean and spread over seeds."""
+    evaluated as ``grpo-seedN`` / ``sage-seedN`` / ...; the comparison then also reports mean and spread over seeds.
+    These share one SFT model; runs with different ``seed`` vary it too (``examples/demo_seeds.py`` compares them),
+    and that spread was ten times larger (docs/demo.md, "Whole-pipeline seeds")."""
     rl_steps: int = 6
     """Optimisation steps per arm (8 rollouts x 2 tasks x up to 30 turns per step: ~24 s for GRPO, ~25 s for
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
