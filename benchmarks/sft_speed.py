@@ -4,7 +4,7 @@
     python benchmarks/sft_speed.py --pairs runs/demo/expert/pairs.jsonl --steps 200 --repeat 2
 
 The demo's SFT stage (``sage_agents.demo.sft_model``) on the demo's own expert pairs: the same word-level
-tokenizer, rebalancing and tiny model (hidden 128, 4 layers, seed 0), bf16 autocast, batch 16, for ``--steps``
+tokenizer, rebalancing and tiny model (``DemoConfig``'s size, seed 0), bf16 autocast, batch 16, for ``--steps``
 optimizer steps per run. Each setting trains a fresh copy of the same initial model on the same batches; the
 runs alternate (``--repeat`` rounds) so that machine noise hits both. Columns: ``s/step`` = median wall seconds
 per step of the training loop (TRL's ``train_runtime``, without the data set-up); ``pairs/s``; ``x`` = how many

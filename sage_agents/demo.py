@@ -77,11 +77,13 @@ class DemoConfig:
     others 1): the decisive turns twice, 30% of the ``go to`` turns, which are ~40% of the raw pairs."""
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
-    tiny_layers: int = 4
-    """Layers of the tiny model."""
+    tiny_layers: int = 3
+    """Layers of the tiny model (3: 840k parameters). Over whole-pipeline seeds the demo took 18-20 minutes with 3
+    layers, ~25 with 4 and ~13 with 2; SAGE vs GRPO SGC was +20 / +29 points with 3 (2 seeds), +26 / +3 / +43
+    with 4 and +9 / -3 / +0 with 2, whose no-skill model learns as well as the skill one (docs/demo.md, "Results")."""
     sft_epochs: float = 2.5
-    """Passes over the expert pairs (~3.8 minutes each on 2 cores, the largest stage; with one, the SFT model
-    completed 10% of valid_unseen tasks instead of 30%)."""
+    """Passes over the expert pairs (~3 minutes each on 2 cores with 3 layers, the largest stage; with one, the
+    4-layer SFT model completed 10% of valid_unseen tasks instead of 30%)."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
     sft_batch_size: int = 16
