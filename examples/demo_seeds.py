@@ -22,7 +22,7 @@ from sage_agents.demo import spread
 def steps_per_completed_task(results: Path, summary: dict) -> float:
     """Mean agent turns of the completed tasks in ``summary``'s episode log (nan when none was completed)."""
     (path,) = results.glob(f"{summary['agent']}__*.episodes.jsonl")
-    episodes = {(e["seed"], e["chain"]): e for e in read_episodes(path, summary["config_hash"])}.values()
+    episodes = read_episodes(path, summary["config_hash"]).values()
     steps = [s for e in episodes for s, done in zip(e["steps"], e["success"], strict=True) if done]
     return sum(steps) / len(steps) if steps else float("nan")
 

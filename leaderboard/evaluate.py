@@ -298,18 +298,21 @@ def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dic
     return list(play_chains(_WORKER["envs"], _WORKER["agent"], todo))
 
 
-def read_episodes(path: Path, config_hash: str) -> list[dict[str, Any]]:
-    """Episodes already in the JSONL for this config; a torn last line (crash mid-write) is ignored."""
+def read_episodes(path: Path, config_hash: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """Episodes already in the JSONL for this config, by ``(seed, chain)``.
+
+    A chain logged twice keeps its later record; a torn last line (crash mid-write) is ignored.
+    """
     if not path.exists():
-        return []
-    done = []
+        return {}
+    done = {}
     for line in path.read_text().splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
         if record.get("config_hash") == config_hash:
-            done.append(record)
+            done[(record["seed"], record["chain"])] = record
     return done
 
 
@@ -324,7 +327,7 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
     source = str(getattr(envs[0].unwrapped.domain, "source", "default"))
     todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
-    done = {(r["seed"], r["chain"]): r for r in read_episodes(episodes_path, config.config_hash)}
+    done = read_episodes(episodes_path, config.config_hash)
     todo = [key for key in todo_all if key not in done]
 
     with episodes_path.open("a") as sink:
