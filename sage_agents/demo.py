@@ -385,6 +385,22 @@ def spread(per_seed: dict[str, dict[str, float]]) -> dict[str, Any]:
             "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
 
 
+def comparison_line(comp: dict[str, Any]) -> str:
+    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%)."""
+
+    def change(cut: float) -> str:
+        return f"{-100 * cut:+.1f}%"
+
+    line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points (goal +5), steps {change(comp['steps_cut'])} "
+            f"(goal -25%), generated tokens {change(comp['tokens_cut'])} (goal -50%)")  # fmt: skip
+    if "over_seeds" in comp:
+        mean, std = comp["over_seeds"]["mean"], comp["over_seeds"]["std"]
+        line += (f"; over {comp['over_seeds']['n']} RL seeds: SGC {mean['sgc_gain_points']:+.1f} +- "
+                 f"{std['sgc_gain_points']:.1f} points, steps {change(mean['steps_cut'])} +- "
+                 f"{100 * std['steps_cut']:.1f}, tokens {change(mean['tokens_cut'])} +- {100 * std['tokens_cut']:.1f}")
+    return line
+
+
 def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
     """Learning curves of the arms (success per step) and success vs tokens of every agent."""
     import matplotlib
@@ -449,8 +465,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     result = {"comparison": comparison(summaries), "summaries": summaries, "wall_seconds": time.perf_counter() - start,
               "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
-    (out / "RESULTS.md").write_text(table)
+    wall = result["wall_seconds"]
+    summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s.\n"
+    (out / "RESULTS.md").write_text(f"{table}\n{summary}")
     plot(cfg, out, summaries)
-    console.print(table)
-    console.print(f"SAGE vs GRPO: {json.dumps(result['comparison'])}; wall {result['wall_seconds']:.0f} s")
+    console.print(table, soft_wrap=True)  # unwrapped: the markdown stays valid in a log or a narrow terminal
+    console.print(summary, soft_wrap=True)
     return result

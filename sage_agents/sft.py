@@ -8,6 +8,7 @@ so the warm-started model sees exactly the format it will act in; the completion
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -177,6 +178,9 @@ def sft_warm_start(
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
+    # transformers 5 renamed `gradient_checkpointing` to `activation_checkpointing` (the old name warns until v6).
+    fields = {field.name for field in dataclasses.fields(SFTConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     args = SFTConfig(
         output_dir=output_dir,
         num_train_epochs=epochs,
@@ -185,7 +189,7 @@ def sft_warm_start(
         per_device_train_batch_size=batch_size,
         max_length=max_length,
         completion_only_loss=completion_only,
-        gradient_checkpointing=gradient_checkpointing,
+        **{checkpointing: gradient_checkpointing},
         packing=False,
         save_strategy="no",
         report_to="none",

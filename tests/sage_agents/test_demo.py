@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from sage_agents.demo import DemoConfig, agent_entries, comparison, run_demo, skill_templates
+from sage_agents.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
 
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 
@@ -15,6 +15,16 @@ def test_comparison_is_points_and_relative_cuts():
     sage = {"agent": "sage", "sgc": 0.47, "mean_steps": 7.0, "mean_tokens": 20.0}
     got = comparison([grpo, sage])
     assert got == pytest.approx({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6})
+
+
+def test_comparison_line_states_changes_against_the_goals():
+    line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": -0.25})
+    assert line == ("SAGE vs GRPO: SGC +7.0 points (goal +5), steps -30.0% (goal -25%), "
+                    "generated tokens +25.0% (goal -50%)")  # fmt: skip
+    over = {"n": 2, "mean": {"sgc_gain_points": 4.0, "steps_cut": 0.25, "tokens_cut": 0.3},
+            "std": {"sgc_gain_points": 4.2, "steps_cut": 0.07, "tokens_cut": 0.42}}  # fmt: skip
+    line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over})
+    assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0, tokens -30.0% +- 42.0")
 
 
 def test_comparison_over_extra_seeds_reports_mean_and_spread():
@@ -45,6 +55,7 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
         "grpo": "none", "sage": "program", "reskill": "guidance"}
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
+    assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
     for arm in ("grpo", "sage", "reskill", "grpo-seed1", "sage-seed1", "reskill-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]
