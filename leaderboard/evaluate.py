@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import importlib.metadata
 import inspect
 import json
 import os
+import platform
 import re
 import subprocess
 from collections import deque
@@ -31,6 +33,11 @@ import sage_envs  # noqa: F401  (registers the env ids)
 from sage_agents.registry import make_agent
 
 BOOTSTRAP_SAMPLES = 2000
+# Packages whose version can change a result: the dependency ranges are open, so two installs of one commit may
+# differ (a fresh install reran the 3-layer demo's seed 0 with other SFT numbers; docs/demo.md).
+RECORDED_PACKAGES = (
+    "sage-rl-agent", "gymnasium", "alfworld", "textworld", "torch", "transformers", "trl", "tokenizers",
+)  # fmt: skip
 
 
 @dataclass
@@ -250,10 +257,22 @@ def summarize(
         "seeds": list(config.seeds),
         "model": model,
         "commit": _git_commit(),
+        "versions": installed_versions(),
         "config_hash": config.config_hash,
         "agent_kwargs": config.agent_kwargs,
         "env_kwargs": config.make_kwargs,
     }
+
+
+def installed_versions() -> dict[str, str]:
+    """Python's version and each installed one of :data:`RECORDED_PACKAGES` (absent packages are left out)."""
+    versions = {"python": platform.python_version()}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
 
 
 def _git_commit() -> str:

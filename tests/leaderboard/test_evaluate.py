@@ -22,6 +22,7 @@ TOY_ID = "SageChain-Toy-v0"
 SUMMARY_KEYS = {
     "agent", "env", "split", "source", "n_chains", "n_tasks", "tgc", "sgc", "mean_steps", "mean_primitive_steps",
     "mean_tokens", "skill_reuse_rate", "skills_created", "per_task_type", "ci95", "seeds", "model", "commit",
+    "versions",
 }  # fmt: skip
 
 
@@ -82,6 +83,7 @@ def test_evaluate_writes_summary_and_resumes_identically(tmp_path):
     assert SUMMARY_KEYS <= set(summary)
     assert summary["n_chains"] == 6 and summary["n_tasks"] == 10 and 0 <= summary["tgc"] <= 1
     assert summary["token_unit"] == "words"  # the random agent counts no tokens: its actions' words are counted
+    assert summary["versions"]["gymnasium"] == gym.__version__ and summary["versions"]["python"].count(".") == 2
     episodes = tmp_path / f"{config.run_name}.episodes.jsonl"
     lines = episodes.read_text().splitlines()
     assert len(lines) == 6
