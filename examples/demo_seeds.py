@@ -16,13 +16,18 @@ import json
 from pathlib import Path
 
 from leaderboard.evaluate import read_episodes
-from sage_agents.demo import spread
+from sage_agents.demo import comparison, comparison_line, spread
+
+
+def episodes_of(results: Path, summary: dict) -> dict:
+    """``summary``'s episode log, by (seed, chain)."""
+    (path,) = results.glob(f"{summary['agent']}__*.episodes.jsonl")
+    return read_episodes(path, summary["config_hash"])
 
 
 def steps_per_completed_task(results: Path, summary: dict) -> float:
     """Mean agent turns of the completed tasks in ``summary``'s episode log (nan when none was completed)."""
-    (path,) = results.glob(f"{summary['agent']}__*.episodes.jsonl")
-    episodes = read_episodes(path, summary["config_hash"]).values()
+    episodes = episodes_of(results, summary).values()
     steps = [s for e in episodes for s, done in zip(e["steps"], e["success"], strict=True) if done]
     return sum(steps) / len(steps) if steps else float("nan")
 
@@ -42,12 +47,16 @@ def main() -> None:
                 print(f"| {run} | {seed} | {s['agent']} | {100 * s['tgc']:.1f} | {100 * s['sgc']:.1f} | "
                       f"{s['mean_steps']:.1f} | {steps_per_completed_task(Path(run) / 'results', s):.1f} | "
                       f"{s['mean_tokens']:.1f} |")
-        per_run[run] = {k: v for k, v in result["comparison"].items() if k != "over_seeds"}
-    print("\nSAGE vs GRPO: SGC gain (points), steps cut, tokens cut (fractions)")
-    for run, d in per_run.items():
-        print(f"  {run}: {d['sgc_gain_points']:+.1f}, {d['steps_cut']:+.1%}, {d['tokens_cut']:+.1%}")
+        # recomputed from the logs, so that runs reported before the paired intervals existed get them too
+        logs = {s["agent"]: episodes_of(Path(run) / "results", s) for s in result["summaries"]
+                if s["agent"] in ("sage", "grpo")}  # fmt: skip
+        per_run[run] = comparison(result["summaries"], logs)
+    print("\nEach run (95% paired-bootstrap intervals over its chains):")
+    for run, comp in per_run.items():
+        print(f"  {run}: {comparison_line(comp)}")
     if len(per_run) > 1:
-        over = spread(per_run)
+        over = spread({run: {k: comp[k] for k in ("sgc_gain_points", "steps_cut", "tokens_cut")}
+                       for run, comp in per_run.items()})  # fmt: skip
         mean, std = over["mean"], over["std"]
         print(f"  mean +- sd over {over['n']} runs: "
               f"SGC {mean['sgc_gain_points']:+.1f} +- {std['sgc_gain_points']:.1f}, "

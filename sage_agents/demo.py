@@ -350,25 +350,57 @@ def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
     return summaries
 
 
+def episodes_path(cfg: DemoConfig, out: Path, label: str) -> Path:
+    """The episode log stage 4 wrote for the agent ``label``."""
+    from leaderboard.evaluate import EvalConfig
+
+    name = EvalConfig(agent=label, label=label, env=ENV_ID, split=cfg.eval_split).run_name
+    return out / "results" / f"{name}.episodes.jsonl"
+
+
 # ---------------------------------------------------------------------------------------------- report
-def deltas(sage: dict[str, Any], grpo: dict[str, Any]) -> dict[str, float]:
-    """SAGE vs GRPO: SGC points gained, and the relative cut in steps and generated tokens per task."""
+def deltas(sage: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
+    """SAGE vs GRPO: SGC points gained, and the relative cut in steps and generated tokens per task.
 
-    def cut(key: str) -> float:
-        return 1.0 - sage[key] / grpo[key] if grpo[key] else 0.0
+    The values may be numbers or equally shaped arrays (one per bootstrap sample, :func:`deltas_ci`).
+    """
+    return {"sgc_gain_points": 100 * (sage["sgc"] - grpo["sgc"]),
+            "steps_cut": 1.0 - sage["mean_steps"] / np.maximum(grpo["mean_steps"], 1e-9),
+            "tokens_cut": 1.0 - sage["mean_tokens"] / np.maximum(grpo["mean_tokens"], 1e-9)}  # fmt: skip
 
-    return {"sgc_gain_points": 100 * (sage["sgc"] - grpo["sgc"]), "steps_cut": cut("mean_steps"),
-            "tokens_cut": cut("mean_tokens")}  # fmt: skip
+
+def deltas_ci(sage: dict[Any, dict], grpo: dict[Any, dict], samples: int = 2000) -> dict[str, list[float]]:
+    """95% paired-bootstrap intervals of :func:`deltas` from two episode logs (:func:`read_episodes` dicts).
+
+    Both arms played the same chains, so chains are resampled jointly: the interval is that of the difference on
+    these chains, narrower than the two agents' own intervals would suggest.
+    """
+    keys = sorted(set(sage) & set(grpo))
+    if not keys:
+        raise ValueError("the two episode logs share no (seed, chain)")
+    rows = np.random.default_rng(0).integers(len(keys), size=(samples, len(keys)))
+
+    def resampled(records: dict[Any, dict]) -> dict[str, np.ndarray]:
+        # per chain: every task completed, tasks, turns, generated tokens; summed over each resample's chains
+        per_chain = np.array([[all(r["success"]), len(r["success"]), sum(r["steps"]), sum(r["tokens"])]
+                              for r in (records[k] for k in keys)], dtype=float)  # fmt: skip
+        sgc, tasks, steps, tokens = per_chain[rows].sum(axis=1).T
+        return {"sgc": sgc / len(keys), "mean_steps": steps / tasks, "mean_tokens": tokens / tasks}
+
+    return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in deltas(resampled(sage), resampled(grpo)).items()}
 
 
-def comparison(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+def comparison(summaries: list[dict[str, Any]], episodes: dict[str, dict] | None = None) -> dict[str, Any]:
     """:func:`deltas` of the main seed's arms (``sage`` vs ``grpo``), and with extra RL seeds ``over_seeds``.
 
     ``over_seeds`` holds the deltas of every seed (``sage-seedN`` vs ``grpo-seedN``; the main seed as ``main``)
-    with their mean and sample standard deviation.
+    with their mean and sample standard deviation. Given the arms' episode logs (label -> :func:`read_episodes`),
+    ``ci95`` adds the main seed's paired-bootstrap intervals (:func:`deltas_ci`).
     """
     by = {s["agent"]: s for s in summaries}
     result: dict[str, Any] = deltas(by["sage"], by["grpo"])
+    if episodes is not None:
+        result["ci95"] = deltas_ci(episodes["sage"], episodes["grpo"])
     suffixes = [label[len("sage") :] for label in by if label.startswith("sage")]
     if len(suffixes) > 1:
         per_seed = {
@@ -391,8 +423,15 @@ def comparison_line(comp: dict[str, Any]) -> str:
     def change(cut: float) -> str:
         return f"{-100 * cut:+.1f}%"
 
-    line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points (goal +5), steps {change(comp['steps_cut'])} "
-            f"(goal -25%), generated tokens {change(comp['tokens_cut'])} (goal -50%)")  # fmt: skip
+    def interval(key: str, scale: float) -> str:
+        if "ci95" not in comp:
+            return ""
+        low, high = sorted(scale * v for v in comp["ci95"][key])
+        return f" [{low:+.1f}, {high:+.1f}]"
+
+    line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points{interval('sgc_gain_points', 1)} (goal +5), "
+            f"steps {change(comp['steps_cut'])}{interval('steps_cut', -100)} (goal -25%), "
+            f"generated tokens {change(comp['tokens_cut'])}{interval('tokens_cut', -100)} (goal -50%)")  # fmt: skip
     if "over_seeds" in comp:
         mean, std = comp["over_seeds"]["mean"], comp["over_seeds"]["std"]
         line += (f"; over {comp['over_seeds']['n']} RL seeds: SGC {mean['sgc_gain_points']:+.1f} +- "
@@ -442,6 +481,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and write ``results.json``, ``RESULTS.md`` and the plots."""
     from rich.console import Console
 
+    from leaderboard.evaluate import read_episodes
     from leaderboard.render import render_markdown
 
     console, out, start = Console(), Path(cfg.output_dir), time.perf_counter()
@@ -462,8 +502,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     summaries = evaluate_agents(cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
     table = render_markdown(summaries)
-    result = {"comparison": comparison(summaries), "summaries": summaries, "wall_seconds": time.perf_counter() - start,
-              "config": dataclasses.asdict(cfg)}  # fmt: skip
+    episodes = {s["agent"]: read_episodes(episodes_path(cfg, out, s["agent"]), s["config_hash"])
+                for s in summaries if s["agent"] in ("sage", "grpo")}  # fmt: skip
+    result = {"comparison": comparison(summaries, episodes), "summaries": summaries,
+              "wall_seconds": time.perf_counter() - start, "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     wall = result["wall_seconds"]
     summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s.\n"

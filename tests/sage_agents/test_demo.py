@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from sage_agents import demo
 from sage_agents.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
 
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
@@ -17,13 +18,35 @@ def test_comparison_is_points_and_relative_cuts():
     assert got == pytest.approx({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6})
 
 
+def _chain(success, steps, tokens):
+    return {"success": success, "steps": steps, "tokens": tokens}
+
+
+def test_deltas_ci_resamples_chains_jointly():
+    sage = {(0, i): _chain([True, True], [5, 5], [20, 20]) for i in range(20)}
+    grpo = {(0, i): _chain([True, i % 2 == 0], [10, 10 + i], [30, 30]) for i in range(20)}
+    ci = demo.deltas_ci(sage, grpo)
+    point = comparison([{"agent": "sage", "sgc": 1.0, "mean_steps": 5.0, "mean_tokens": 20.0},
+                        {"agent": "grpo", "sgc": 0.5, "mean_steps": 14.75, "mean_tokens": 30.0}])  # fmt: skip
+    low, high = ci["sgc_gain_points"]
+    assert 20 < low < point["sgc_gain_points"] == 50 < high < 80  # only GRPO's chains vary
+    assert ci["tokens_cut"] == pytest.approx([1 / 3, 1 / 3])  # the same cut on every chain: no spread
+    assert ci["steps_cut"][0] < point["steps_cut"] < ci["steps_cut"][1]
+    assert demo.deltas_ci(grpo, grpo)["sgc_gain_points"] == [0.0, 0.0]  # an agent against itself, chain by chain
+    with pytest.raises(ValueError, match="share no"):
+        demo.deltas_ci(sage, {(1, 0): grpo[(0, 0)]})
+
+
 def test_comparison_line_states_changes_against_the_goals():
     line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": -0.25})
     assert line == ("SAGE vs GRPO: SGC +7.0 points (goal +5), steps -30.0% (goal -25%), "
                     "generated tokens +25.0% (goal -50%)")  # fmt: skip
     over = {"n": 2, "mean": {"sgc_gain_points": 4.0, "steps_cut": 0.25, "tokens_cut": 0.3},
             "std": {"sgc_gain_points": 4.2, "steps_cut": 0.07, "tokens_cut": 0.42}}  # fmt: skip
-    line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over})
+    ci = {"sgc_gain_points": [1.0, 13.0], "steps_cut": [0.2, 0.4], "tokens_cut": [0.5, 0.7]}
+    comp = {"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over, "ci95": ci}
+    line = comparison_line(comp)
+    assert line.startswith("SAGE vs GRPO: SGC +7.0 points [+1.0, +13.0] (goal +5), steps -30.0% [-40.0, -20.0]")
     assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0, tokens -30.0% +- 42.0")
 
 
@@ -48,6 +71,8 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     result = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))
     assert [s["agent"] for s in result["summaries"]] == [*LABELS, "grpo-seed1", "sage-seed1", "reskill-seed1"]
     assert result["comparison"]["over_seeds"]["n"] == 2
+    low, high = result["comparison"]["ci95"]["sgc_gain_points"]
+    assert low <= result["comparison"]["sgc_gain_points"] <= high
     assert all(s["n_chains"] == 3 and s["split"] == "valid_unseen" for s in result["summaries"])
     by = {s["agent"]: s for s in result["summaries"]}
     assert by["expert"]["tgc"] > by["random"]["tgc"]  # the scripted upper bound beats chance even on 3 chains

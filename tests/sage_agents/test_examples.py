@@ -60,7 +60,7 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
                 "config_hash": f"hash-{agent}"}  # fmt: skip
 
     def episode(agent, chain, steps, success, config_hash=None):
-        return {"seed": 0, "chain": chain, "steps": steps, "success": success,
+        return {"seed": 0, "chain": chain, "steps": steps, "success": success, "tokens": [5 * n for n in steps],
                 "config_hash": config_hash or f"hash-{agent}"}  # fmt: skip
 
     runs = []
@@ -88,5 +88,8 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
     assert "random" not in out and out.count("| sage |") == 2
     assert f"| {runs[0]} | 0 | grpo | 30.0 | 30.0 | 20.0 | 11.0 | 100.0 |" in out
     assert f"| {runs[1]} | 1 | sage | 50.0 | 50.0 | 10.0 | 7.0 | 150.0 |" in out
+    # Each run's paired interval is that of the chains both logs hold: chain 0 only, where SAGE completed both tasks
+    # (14 turns) and GRPO one (40 turns), so every resample gives +100 points and a 65% cut.
+    assert f"{runs[0]}: SAGE vs GRPO: SGC +10.0 points [+100.0, +100.0] (goal +5), steps -25.0% [-65.0, -65.0]" in out
     # SGC gains 10 and 20 points (mean 15, sd 7.07); steps cut 25% and 50% (mean 37.5%, sd 17.7%).
     assert "mean +- sd over 2 runs: SGC +15.0 +- 7.1, steps +37.5% +- 17.7%, tokens -50.0% +- 0.0%" in out
