@@ -256,7 +256,7 @@ def summarize(
         "ci95": {name: _bootstrap_ci(values, rng) for name, values in per_chain.items()},
         "seeds": list(config.seeds),
         "model": model,
-        "commit": _git_commit(),
+        "commit": "+".join(sorted({str(r.get("commit", "unknown")) for r in records})) or _git_commit(),
         "versions": installed_versions(),
         "config_hash": config.config_hash,
         "agent_kwargs": config.agent_kwargs,
@@ -349,9 +349,13 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     done = read_episodes(episodes_path, config.config_hash)
     todo = [key for key in todo_all if key not in done]
 
+    commit = _git_commit()
     with episodes_path.open("a") as sink:
+        if sink.tell() and not episodes_path.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # a line torn by a crash: the next record must not be glued onto it and lost
         for record in _run(config, envs, agent, todo):
             record["config_hash"] = config.config_hash
+            record["commit"] = commit  # the code that played it: a resumed run may span commits
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             os.fsync(sink.fileno())

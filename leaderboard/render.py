@@ -70,7 +70,7 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
                 f"| {s['agent']} | {s['model']} | {s['n_chains']} | {_pct(s['tgc'])} | {_ci(s, 'tgc')} "
                 f"| {_pct(s['sgc'])} | {_ci(s, 'sgc')} | {s['mean_steps']:.1f} | {s['mean_primitive_steps']:.1f} "
                 f"| {s['mean_tokens']:.1f}{words} | {_pct(s['skill_reuse_rate'])} | {s['skills_created']:.2f} "
-                f"| {','.join(map(str, s['seeds']))} | {str(s['commit'])[:8]} |"
+                f"| {','.join(map(str, s['seeds']))} | {'+'.join(c[:8] for c in str(s['commit']).split('+'))} |"
             )
         types = sorted({t for s in rows for t in s["per_task_type"]})
         lines += ["", "Success per task type (%):", "", "| agent | " + " | ".join(types) + " |",

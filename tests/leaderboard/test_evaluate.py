@@ -89,10 +89,20 @@ def test_evaluate_writes_summary_and_resumes_identically(tmp_path):
     assert len(lines) == 6
 
     # A crash after two episodes, mid-way through writing the third: the rerun completes the rest.
-    episodes.write_text("\n".join(lines[:2]) + "\n" + lines[2][:25])
+    torn = lines[2][:25]
+    episodes.write_text("\n".join(lines[:2]) + "\n" + torn)
     resumed = evaluate(config)
     assert {k: v for k, v in resumed.items() if k != "commit"} == {k: v for k, v in summary.items() if k != "commit"}
     assert json.loads((tmp_path / f"{config.run_name}.json").read_text())["tgc"] == summary["tgc"]
+
+    # Episodes played by other code are named in the summary's commit, not passed off as this commit's.
+    lines = episodes.read_text().splitlines()
+    assert lines[2] == torn and len(lines) == 7  # the torn line stays alone; the replayed record follows
+    played = [json.loads(line) for line in lines[:2] + lines[3:]]
+    assert {r["commit"] for r in played} == {summary["commit"]}
+    played[0]["commit"] = "f" * 40
+    episodes.write_text("".join(json.dumps(r) + "\n" for r in played))
+    assert evaluate(config)["commit"] == "+".join(sorted({"f" * 40, summary["commit"]}))
 
 
 def test_a_killed_evaluation_resumes_to_the_uninterrupted_summary(tmp_path):
