@@ -78,9 +78,9 @@ class DemoConfig:
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 3
-    """Layers of the tiny model (3: 840k parameters). Over whole-pipeline seeds the demo took 18-20 minutes with 3
-    layers, ~25 with 4 and ~13 with 2; SAGE vs GRPO SGC was +20 / +29 points with 3 (2 seeds), +26 / +3 / +43
-    with 4 and +9 / -3 / +0 with 2, whose no-skill model learns as well as the skill one (docs/demo.md, "Results")."""
+    """Layers of the tiny model (3: 840k parameters). Over whole-pipeline seeds the demo took 17-20 minutes with 3
+    layers, ~25 with 4 and ~13 with 2; SAGE vs GRPO SGC was +30 / +48 / +44 points with 3, +26 / +3 / +43 with 4
+    and +9 / -3 / +0 with 2, whose no-skill model learns as well as the skill one (docs/demo.md, "Results")."""
     sft_epochs: float = 2.5
     """Passes over the expert pairs (~3 minutes each on 2 cores with 3 layers, the largest stage; with one, the
     4-layer SFT model completed 10% of valid_unseen tasks instead of 30%)."""
