@@ -15,19 +15,12 @@ import argparse
 import json
 from pathlib import Path
 
-from leaderboard.evaluate import read_episodes
-from sage_agents.demo import comparison, comparison_line, spread
+from sage_agents.demo import comparison, comparison_line, logged_episodes, spread
 
 
-def episodes_of(results: Path, summary: dict) -> dict:
-    """``summary``'s episode log, by (seed, chain)."""
-    (path,) = results.glob(f"{summary['agent']}__*.episodes.jsonl")
-    return read_episodes(path, summary["config_hash"])
-
-
-def steps_per_completed_task(results: Path, summary: dict) -> float:
+def steps_per_completed_task(run: Path, summary: dict) -> float:
     """Mean agent turns of the completed tasks in ``summary``'s episode log (nan when none was completed)."""
-    episodes = episodes_of(results, summary).values()
+    episodes = logged_episodes(run, summary).values()
     steps = [s for e in episodes for s, done in zip(e["steps"], e["success"], strict=True) if done]
     return sum(steps) / len(steps) if steps else float("nan")
 
@@ -45,12 +38,11 @@ def main() -> None:
         for s in result["summaries"]:
             if s["agent"] in ("sft", *result["config"]["arms"]):
                 print(f"| {run} | {seed} | {s['agent']} | {100 * s['tgc']:.1f} | {100 * s['sgc']:.1f} | "
-                      f"{s['mean_steps']:.1f} | {steps_per_completed_task(Path(run) / 'results', s):.1f} | "
+                      f"{s['mean_steps']:.1f} | {steps_per_completed_task(Path(run), s):.1f} | "
                       f"{s['mean_tokens']:.1f} |")
         # recomputed from the logs, so that runs reported before the paired intervals existed get them too
-        logs = {s["agent"]: episodes_of(Path(run) / "results", s) for s in result["summaries"]
-                if s["agent"] in ("sage", "grpo")}  # fmt: skip
-        per_run[run] = comparison(result["summaries"], logs)
+        arms = [s for s in result["summaries"] if s["agent"] in ("sage", "grpo")]
+        per_run[run] = comparison(result["summaries"], {s["agent"]: logged_episodes(Path(run), s) for s in arms})
     print("\nEach run (95% paired-bootstrap intervals over its chains):")
     for run, comp in per_run.items():
         print(f"  {run}: {comparison_line(comp)}")

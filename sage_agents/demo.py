@@ -350,12 +350,13 @@ def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
     return summaries
 
 
-def episodes_path(cfg: DemoConfig, out: Path, label: str) -> Path:
-    """The episode log stage 4 wrote for the agent ``label``."""
-    from leaderboard.evaluate import EvalConfig
+def logged_episodes(out: Path, summary: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The episodes stage 4 logged for ``summary``'s agent in the demo folder ``out``, by (seed, chain)."""
+    from leaderboard.evaluate import EvalConfig, read_episodes
 
-    name = EvalConfig(agent=label, label=label, env=ENV_ID, split=cfg.eval_split).run_name
-    return out / "results" / f"{name}.episodes.jsonl"
+    label = summary["agent"]
+    name = EvalConfig(agent=label, label=label, env=summary["env"], split=summary["split"]).run_name
+    return read_episodes(out / "results" / f"{name}.episodes.jsonl", summary["config_hash"])
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -481,7 +482,6 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and write ``results.json``, ``RESULTS.md`` and the plots."""
     from rich.console import Console
 
-    from leaderboard.evaluate import read_episodes
     from leaderboard.render import render_markdown
 
     console, out, start = Console(), Path(cfg.output_dir), time.perf_counter()
@@ -502,8 +502,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     summaries = evaluate_agents(cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
     table = render_markdown(summaries)
-    episodes = {s["agent"]: read_episodes(episodes_path(cfg, out, s["agent"]), s["config_hash"])
-                for s in summaries if s["agent"] in ("sage", "grpo")}  # fmt: skip
+    episodes = {s["agent"]: logged_episodes(out, s) for s in summaries if s["agent"] in ("sage", "grpo")}
     result = {"comparison": comparison(summaries, episodes), "summaries": summaries,
               "wall_seconds": time.perf_counter() - start, "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))

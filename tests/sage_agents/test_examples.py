@@ -57,7 +57,7 @@ def test_token_ceiling_prints_the_expert_three_ways(tiny, tmp_path, monkeypatch,
 def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, monkeypatch):
     def summary(agent, sgc, steps, tokens):
         return {"agent": agent, "tgc": sgc, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens,
-                "config_hash": f"hash-{agent}"}  # fmt: skip
+                "env": "SageChain-ALFWorld-v0", "split": "valid_unseen", "config_hash": f"hash-{agent}"}  # fmt: skip
 
     def episode(agent, chain, steps, success, config_hash=None):
         return {"seed": 0, "chain": chain, "steps": steps, "success": success, "tokens": [5 * n for n in steps],
