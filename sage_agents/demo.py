@@ -365,21 +365,27 @@ def deltas(sage: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
 
     The values may be numbers or equally shaped arrays (one per bootstrap sample, :func:`deltas_ci`).
     """
-    return {"sgc_gain_points": 100 * (sage["sgc"] - grpo["sgc"]),
-            "steps_cut": 1.0 - sage["mean_steps"] / np.maximum(grpo["mean_steps"], 1e-9),
-            "tokens_cut": 1.0 - sage["mean_tokens"] / np.maximum(grpo["mean_tokens"], 1e-9)}  # fmt: skip
+
+    def cut(key: str) -> Any:  # no cut of nothing: 0 where GRPO's value is 0
+        base = np.asarray(grpo[key], dtype=float)
+        return np.where(base > 0, 1.0 - sage[key] / np.where(base > 0, base, 1.0), 0.0)[()]  # [()]: a scalar stays one
+
+    return {"sgc_gain_points": 100 * (sage["sgc"] - grpo["sgc"]), "steps_cut": cut("mean_steps"),
+            "tokens_cut": cut("mean_tokens")}  # fmt: skip
 
 
-def deltas_ci(sage: dict[Any, dict], grpo: dict[Any, dict], samples: int = 2000) -> dict[str, list[float]]:
+def deltas_ci(sage: dict[Any, dict], grpo: dict[Any, dict]) -> dict[str, list[float]]:
     """95% paired-bootstrap intervals of :func:`deltas` from two episode logs (:func:`read_episodes` dicts).
 
     Both arms played the same chains, so chains are resampled jointly: the interval is that of the difference on
     these chains, narrower than the two agents' own intervals would suggest.
     """
+    from leaderboard.evaluate import BOOTSTRAP_SAMPLES
+
     keys = sorted(set(sage) & set(grpo))
     if not keys:
         raise ValueError("the two episode logs share no (seed, chain)")
-    rows = np.random.default_rng(0).integers(len(keys), size=(samples, len(keys)))
+    rows = np.random.default_rng(0).integers(len(keys), size=(BOOTSTRAP_SAMPLES, len(keys)))
 
     def resampled(records: dict[Any, dict]) -> dict[str, np.ndarray]:
         # per chain: every task completed, tasks, turns, generated tokens; summed over each resample's chains

@@ -16,6 +16,8 @@ def test_comparison_is_points_and_relative_cuts():
     sage = {"agent": "sage", "sgc": 0.47, "mean_steps": 7.0, "mean_tokens": 20.0}
     got = comparison([grpo, sage])
     assert got == pytest.approx({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6})
+    assert json.dumps(got)  # plain numbers, for results.json
+    assert comparison([{**grpo, "mean_tokens": 0.0}, sage])["tokens_cut"] == 0.0  # no cut of nothing
 
 
 def _chain(success, steps, tokens):
