@@ -350,9 +350,14 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     todo = [key for key in todo_all if key not in done]
 
     commit = _git_commit()
+    torn = False  # a last line cut by a crash: the next record must start a line of its own, or it is lost
+    if episodes_path.exists() and episodes_path.stat().st_size:
+        with episodes_path.open("rb") as log:
+            log.seek(-1, os.SEEK_END)
+            torn = log.read(1) != b"\n"
     with episodes_path.open("a") as sink:
-        if sink.tell() and not episodes_path.read_bytes().endswith(b"\n"):
-            sink.write("\n")  # a line torn by a crash: the next record must not be glued onto it and lost
+        if torn:
+            sink.write("\n")
         for record in _run(config, envs, agent, todo):
             record["config_hash"] = config.config_hash
             record["commit"] = commit  # the code that played it: a resumed run may span commits
