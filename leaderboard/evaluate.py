@@ -14,25 +14,28 @@ import argparse
 import dataclasses
 import hashlib
 import importlib.metadata
-import inspect
 import json
 import os
 import platform
 import re
 import subprocess
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 import sage_envs  # noqa: F401  (registers the env ids)
+from sage_agents.evaluation import BOOTSTRAP_SAMPLES, play_chain, play_chains, summarize_records
+from sage_agents.models import describe_model
 from sage_agents.registry import make_agent
 
-BOOTSTRAP_SAMPLES = 2000
+__all__ = [
+    "BOOTSTRAP_SAMPLES", "EvalConfig", "evaluate", "installed_versions", "main", "play_chain", "play_chains",
+    "read_episodes", "resummarize", "summarize",
+]  # fmt: skip
 # Packages whose version can change a result: the dependency ranges are open, so two installs of one commit may
 # differ (a fresh install reran the 3-layer demo's seed 0 with other SFT numbers; docs/demo.md).
 RECORDED_PACKAGES = (
@@ -103,165 +106,61 @@ class EvalConfig:
         return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def play_chain(env: gym.Env, agent: Any, chain: int, seed: int) -> dict[str, Any]:
-    """Play one chain to its end and return its episode record."""
-    return next(play_chains([env], agent, [(seed, chain)]))
-
-
-def play_chains(envs: Sequence[gym.Env], agent: Any, todo: Iterable[tuple[int, int]]) -> Iterator[dict[str, Any]]:
-    """Play the ``(seed, chain)`` pairs of ``todo``, ``len(envs)`` at a time, yielding each record as its chain ends.
-
-    With one env the agent's ``act`` is called, and ``reset`` at each chain start (with ``seed=`` when its
-    signature takes one, so results do not depend on the order in which workers play the chains). With several
-    envs one ``act_batch(observations, infos, slots=...)`` call per turn covers every env still playing (an LLM
-    agent generates for all of them at once) and a finished env starts the next chain at once; ``slots`` are the
-    env indices, so the agent can keep per-env state, which it starts afresh on ``info["new_task"]`` (set by every
-    ``reset``). ``reset()`` is then called once, before the first turn.
-    """
-    queue, batched = deque(todo), len(envs) > 1
-    if batched and hasattr(agent, "reset"):
-        agent.reset()
-    playing: dict[int, _Episode] = {}
-
-    def start(slot: int) -> None:
-        seed, chain = queue.popleft()
-        options: dict[str, Any] = {"chain": chain}
-        if getattr(agent, "skill_library", None) is not None:  # an agent that brings its learned skills
-            options["skill_library"] = agent.skill_library
-        obs, info = envs[slot].reset(seed=seed, options=options)
-        if not batched and hasattr(agent, "reset"):
-            if "seed" in inspect.signature(agent.reset).parameters:
-                agent.reset(seed=seed * 1_000_003 + chain)
-            else:
-                agent.reset()
-        playing[slot] = _Episode(envs[slot], chain, seed, obs, info)
-
-    for slot in range(len(envs)):
-        if queue:
-            start(slot)
-    while playing:
-        slots = list(playing)
-        observations = [playing[s].obs for s in slots]
-        infos = [playing[s].info for s in slots]
-        if batched:
-            actions = agent.act_batch(observations, infos, slots=slots)
-            tokens = getattr(agent, "last_tokens", None) or [len(a.split()) for a in actions]
-        else:
-            before = getattr(agent, "tokens_generated", None)
-            actions = [agent.act(observations[0], infos[0])]
-            tokens = [agent.tokens_generated - before if before is not None else len(actions[0].split())]
-        for slot, action, n_tokens in zip(slots, actions, tokens, strict=True):
-            episode = playing[slot]
-            if episode.step(action, n_tokens):
-                yield episode.record
-                del playing[slot]
-                if queue:
-                    start(slot)
-
-
-class _Episode:
-    """One chain being played: the env, its latest observation and info, and its record (SPEC.md section 5)."""
-
-    def __init__(self, env: gym.Env, chain: int, seed: int, obs: dict[str, str], info: dict[str, Any]):
-        self.env, self.obs, self.info = env, obs, info
-        n = info["chain_length"]
-        self.record: dict[str, Any] = {
-            "chain": chain, "seed": seed, "task_ids": [], "task_types": [], "success": [False] * n,
-            "steps": [0] * n, "primitive_steps": [0] * n, "tokens": [0] * n, "tokens_in": [0] * n,
-            "skills_used": [[] for _ in range(n)], "skills_created": [[] for _ in range(n)],
-            "skill_reuse": [False] * n, "actions": [[] for _ in range(n)], "invalid_actions": [0] * n,
-        }  # fmt: skip
-        self.observations = hashlib.sha256()
-        self.current = 0  # the task the next action goes to
-
-    def step(self, action: str, tokens: int) -> bool:
-        """Send ``action`` (which cost ``tokens`` generated tokens) and record the turn; True when the chain ended."""
-        record = self.record
-        record["tokens"][self.current] += tokens
-        record["tokens_in"][self.current] += sum(len(text.split()) for text in self.obs.values())
-        self.obs, _, terminated, truncated, info = self.env.step(action)
-        self.info = info
-        self.observations.update(self.obs["observation"].encode())
-        t = info["task_index"]
-        if t == len(record["task_ids"]):
-            record["task_ids"].append(info["task_id"])
-            record["task_types"].append(info["task_type"])
-        record["actions"][t].append(action)
-        record["steps"][t] += 1
-        record["primitive_steps"][t] += info["primitive_steps"]
-        record["invalid_actions"][t] += not info["action_valid"]
-        record["skills_used"][t] += info["skills_used"]
-        record["skills_created"][t] += info["skills_created"]
-        record["skill_reuse"][t] |= bool(info["skill_reuse"])
-        record["success"][t] |= info["task_success"]
-        self.current = t + 1 if info["new_task"] else t
-        if terminated or truncated:
-            record["observations_sha256"] = self.observations.hexdigest()
-            return True
-        return False
-
-
-def _bootstrap_ci(values: np.ndarray, rng: np.random.Generator) -> list[float]:
-    """95% percentile bootstrap interval of the mean of ``values`` (one value per episode)."""
-    if len(values) == 0:
-        return [0.0, 0.0]
-    means = values[rng.integers(len(values), size=(BOOTSTRAP_SAMPLES, len(values)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return [float(low), float(high)]
-
-
 def summarize(
-    records: list[dict[str, Any]], config: EvalConfig, model: str, source: str, token_unit: str = "tokens"
+    records: list[dict[str, Any]],
+    config: EvalConfig,
+    model: str,
+    source: str,
+    token_unit: str = "tokens",
+    *,
+    full_length: int | None = None,
+    model_name: str | None = None,
+    given: str = "",
+    earlier: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Aggregate episode records into the leaderboard's summary (keys fixed by SPEC.md section 5).
+    """Aggregate episode records into the leaderboard's summary (keys in docs/leaderboard.md, SPEC.md section 5).
 
-    Per-episode (chain) quantities are the unit of the bootstrap, so tasks of one chain are resampled together.
-    ``skill_reuse_rate`` is the share of tasks after the first of their chain that called a skill created earlier
-    in the chain; ``skills_created`` is the mean number of skill definitions per chain. ``token_unit`` says what
-    ``mean_tokens`` counts: ``tokens`` the agent reported generating, or ``words`` (whitespace-separated words of
-    its actions) for an agent that does not count them, such as the scripted ones.
+    The figures are :func:`sage_agents.evaluation.summarize_records` (chains are the bootstrap's unit, so tasks of
+    one chain are resampled together). ``token_unit`` says what ``mean_tokens`` counts: ``tokens`` the agent
+    reported generating, or ``words`` (whitespace-separated words of its actions) for an agent that does not
+    count them, such as the scripted ones. ``full_length`` is the configured chain length (``sgc_full_length``),
+    ``model_name`` a readable name of ``model`` (default: ``model``), ``given`` what the agent was handed.
+    ``commit`` and ``versions`` are those the records were played with; ``earlier``, the summary an earlier run
+    wrote for the same config, supplies them for records that predate their being logged per episode.
     """
-    records = sorted(records, key=lambda r: (r["seed"], r["chain"]))
-    per_chain = {
-        "tgc": np.array([np.mean(r["success"]) for r in records]),
-        "sgc": np.array([float(all(r["success"])) for r in records]),
-        "mean_steps": np.array([np.mean(r["steps"]) for r in records]),
-        "mean_primitive_steps": np.array([np.mean(r["primitive_steps"]) for r in records]),
-        "mean_tokens": np.array([np.mean(r["tokens"]) for r in records]),
-    }
-    tasks = [(t, s) for r in records for t, s in zip(r["task_types"], r["success"], strict=True)]
-    later = [reused for r in records for reused in r["skill_reuse"][1:]]
-    n_tasks = sum(len(r["success"]) for r in records)
-    by_type: dict[str, list[bool]] = {}
-    for task_type, success in tasks:
-        by_type.setdefault(task_type, []).append(success)
-    rng = np.random.default_rng(0)
+    commit, versions = _provenance(records, earlier or {})
     return {
         "agent": config.label or config.agent,
         "env": config.env,
         "split": config.split,
         "source": source,
-        "n_chains": len(records),
-        "n_tasks": n_tasks,
-        "tgc": float(sum(s for _, s in tasks) / max(n_tasks, 1)),
-        "sgc": float(per_chain["sgc"].mean()) if records else 0.0,
-        "mean_steps": float(sum(sum(r["steps"]) for r in records) / max(n_tasks, 1)),
-        "mean_primitive_steps": float(sum(sum(r["primitive_steps"]) for r in records) / max(n_tasks, 1)),
-        "mean_tokens": float(sum(sum(r["tokens"]) for r in records) / max(n_tasks, 1)),
+        **summarize_records(records, full_length),
         "token_unit": token_unit,
-        "mean_invalid_actions": float(sum(sum(r["invalid_actions"]) for r in records) / max(n_tasks, 1)),
-        "skill_reuse_rate": float(np.mean(later)) if later else 0.0,
-        "skills_created": float(np.mean([sum(map(len, r["skills_created"])) for r in records])) if records else 0.0,
-        "per_task_type": {t: float(np.mean(v)) for t, v in sorted(by_type.items())},
-        "ci95": {name: _bootstrap_ci(values, rng) for name, values in per_chain.items()},
         "seeds": list(config.seeds),
         "model": model,
-        "commit": "+".join(sorted({str(r.get("commit", "unknown")) for r in records})) or _git_commit(),
-        "versions": installed_versions(),
+        "model_name": model_name or model,
+        "given": given,
+        "commit": commit,
+        "versions": versions,
         "config_hash": config.config_hash,
         "agent_kwargs": config.agent_kwargs,
         "env_kwargs": config.make_kwargs,
     }
+
+
+def _provenance(records: list[dict[str, Any]], earlier: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The commit(s) and package versions that played ``records``, each joined with "+" where they differ.
+
+    A record without its own (logged before episodes carried them) takes ``earlier``'s, never this process's.
+    """
+    if not records:
+        return _git_commit(), installed_versions()
+    commits = {str(r.get("commit", earlier.get("commit", "unknown"))) for r in records}
+    joined: dict[str, set[str]] = {}
+    for r in records:
+        for name, version in r.get("versions", earlier.get("versions", {})).items():
+            joined.setdefault(name, set()).add(str(version))
+    return "+".join(sorted(commits)), {name: "+".join(sorted(v)) for name, v in sorted(joined.items())}
 
 
 def installed_versions() -> dict[str, str]:
@@ -349,7 +248,8 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     done = read_episodes(episodes_path, config.config_hash)
     todo = [key for key in todo_all if key not in done]
 
-    commit = _git_commit()
+    earlier = _read_summary(out / f"{config.run_name}.json", config.config_hash)
+    commit, versions = _git_commit(), installed_versions()
     torn = False  # a last line cut by a crash: the next record must start a line of its own, or it is lost
     if episodes_path.exists() and episodes_path.stat().st_size:
         with episodes_path.open("rb") as log:
@@ -360,26 +260,85 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
             sink.write("\n")
         for record in _run(config, envs, agent, todo):
             record["config_hash"] = config.config_hash
-            record["commit"] = commit  # the code that played it: a resumed run may span commits
+            record["commit"] = commit  # the code that played it: a resumed run may span commits ...
+            record["versions"] = versions  # ... and installs
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
             done[(record["seed"], record["chain"])] = record
+    full_length = getattr(envs[0].unwrapped, "chain_length", None)
     for env in envs:
         env.close()
     model = str(getattr(agent, "model_id", config.agent))
     counts_tokens = hasattr(agent, "tokens_generated") or hasattr(agent, "last_tokens")  # else play_chains counts words
     summary = summarize([done[key] for key in todo_all], config, model=model, source=source,
-                        token_unit="tokens" if counts_tokens else "words")  # fmt: skip
-    tmp = out / f".{config.run_name}.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, out / f"{config.run_name}.json")
+                        token_unit="tokens" if counts_tokens else "words", full_length=full_length,
+                        model_name=_model_name(model), given=str(getattr(agent, "given", "")),
+                        earlier=earlier)  # fmt: skip
+    _write_summary(out / f"{config.run_name}.json", summary)
     return summary
 
 
-def _run(
-    config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]
-) -> Iterable[dict[str, Any]]:
+def _model_name(model: str) -> str:
+    """A readable name of ``model``: :func:`~sage_agents.models.describe_model` of a local folder, else itself."""
+    return describe_model(model) if Path(model, "config.json").is_file() else model
+
+
+def _read_summary(path: Path, config_hash: str) -> dict[str, Any]:
+    """The summary at ``path`` when it exists and belongs to ``config_hash``, else ``{}``."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return summary if summary.get("config_hash") == config_hash else {}
+
+
+def _write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Write ``summary`` atomically (a temporary file renamed over ``path``)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+PROVENANCE_KEYS = (
+    "agent", "env", "split", "source", "token_unit", "seeds", "model", "commit", "versions", "config_hash",
+    "agent_kwargs", "env_kwargs",
+)  # fmt: skip
+"""Summary keys that say what was played, by what and where; :func:`resummarize` keeps them as they are."""
+
+
+def resummarize(summary_path: str | os.PathLike) -> dict[str, Any]:
+    """Recompute a written summary's figures from its episode log, keeping its provenance; returns the new one.
+
+    The summary is rewritten in place: :data:`PROVENANCE_KEYS` are kept as written, every figure is
+    :func:`~sage_agents.evaluation.summarize_records` of the log's episodes of its ``config_hash`` (chains
+    ``0 .. n_chains / len(seeds) - 1`` of each seed), with the configured chain length read from ``env_kwargs``
+    (else the longest chain of the log). ``model_name`` and ``given`` are kept when present, else filled in
+    (``model_name`` describes ``model`` when that folder is here).
+    """
+    path = Path(summary_path)
+    old = json.loads(path.read_text())
+    episodes = path.with_name(path.name.removesuffix(".json") + ".episodes.jsonl")
+    done = read_episodes(episodes, old["config_hash"])
+    keys = [(seed, chain) for seed in old["seeds"] for chain in range(old["n_chains"] // len(old["seeds"]))]
+    missing = [key for key in keys if key not in done]
+    if missing:
+        raise ValueError(
+            f"{episodes} lacks {len(missing)} of the {len(keys)} (seed, chain) episodes of config_hash "
+            f"{old['config_hash']} that {path.name} summarizes (first: {missing[0]}); rerun the evaluation."
+        )
+    figures = summarize_records([done[key] for key in keys], old.get("env_kwargs", {}).get("chain_length"))
+    summary = {
+        **figures,
+        **{key: old[key] for key in PROVENANCE_KEYS if key in old},
+        "model_name": old.get("model_name") or _model_name(str(old.get("model", ""))),
+        "given": old.get("given", ""),
+    }
+    _write_summary(path, summary)
+    return summary
+
+
+def _run(config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]) -> Iterable[dict[str, Any]]:
     """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
     from rich.progress import Progress
 
@@ -430,9 +389,20 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point."""
+    """Command-line entry point; ``--resummarize SUMMARY.json ...`` recomputes written summaries instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    keys = ("agent", "split", "source", "n_chains", "n_tasks", "tgc", "sgc", "mean_steps", "mean_tokens",
+            "agent_errors")  # fmt: skip
+    if argv[:1] == ["--resummarize"]:
+        paths = [p for arg in argv[1:] for p in (sorted(Path(arg).glob("*.json")) if Path(arg).is_dir() else [arg])]
+        if not paths:
+            raise SystemExit("--resummarize takes summary JSON files or folders of them, e.g. leaderboard/results")
+        for path in paths:
+            summary = resummarize(path)
+            shown = {"summary": str(path), **{k: summary[k] for k in keys}, "ci95_tgc": summary["ci95"]["tgc"]}
+            print(json.dumps(shown))
+        return
     summary = evaluate(parse_args(argv))
-    keys = ("agent", "split", "source", "n_chains", "n_tasks", "tgc", "sgc", "mean_steps", "mean_tokens")
     print(json.dumps({k: summary[k] for k in keys}))
 
 

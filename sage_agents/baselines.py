@@ -26,12 +26,12 @@ class RandomAgent:
         return commands[int(self.rng.integers(len(commands)))]
 
 
-def make_random(seed: int = 0, **_: Any) -> RandomAgent:
+def make_random(seed: int = 0) -> RandomAgent:
     """Entry-point factory of :class:`RandomAgent`."""
     return RandomAgent(seed=seed)
 
 
-def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills_path: str | None = None, **_: Any):
+def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills_path: str | None = None):
     """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills).
 
     ``skills_path``: a folder of SKILL.md folders every chain starts from; the expert calls those of its skills

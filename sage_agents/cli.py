@@ -73,9 +73,9 @@ def evaluate(
     import gymnasium as gym
 
     import sage_envs  # noqa: F401  (registers the env ids)
+    from sage_agents.evaluation import evaluate_policy
     from sage_agents.models import load_policy
     from sage_agents.policy import LLMPolicy
-    from sage_agents.rollout import rollout_chains, rollout_stats
 
     model, tokenizer = load_policy(model_path)
     model.eval()
@@ -89,10 +89,9 @@ def evaluate(
         candidate_score=candidate_score,
     )
     env = gym.make(env_id, split=split, **json.loads(env_kwargs))
-    rollouts = []
-    for chain in range(min(num_chains, env.unwrapped.num_chains)):
-        rollouts += rollout_chains([env], policy, [chain], [seed + chain], greedy=True)
-    typer.echo(json.dumps(rollout_stats(rollouts), indent=2, sort_keys=True))
+    chains = list(range(min(num_chains, env.unwrapped.num_chains)))
+    _, stats = evaluate_policy(policy, [env], chains, [seed + chain for chain in chains])
+    typer.echo(json.dumps(stats, indent=2, sort_keys=True))
 
 
 @app.command()

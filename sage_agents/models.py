@@ -11,6 +11,7 @@ skill definitions. Nothing here touches the Hugging Face Hub.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable
@@ -227,3 +228,33 @@ def load_policy(path: str | os.PathLike, *, dtype: Any = None, device: str | Non
 def count_parameters(model: Any) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def describe_model(path: str | os.PathLike) -> str:
+    """A readable name of the local model folder ``path``, read from its files (nothing is loaded).
+
+    E.g. ``"LlamaForCausalLM, 3 layers, hidden 128, 1.1M parameters"``: the architecture, layers and hidden size
+    from ``config.json``, and the parameter count from the ``*.safetensors`` headers (left out when the folder
+    has none; tied weights are stored, and counted, once).
+    """
+    folder = Path(path)
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{str(folder)!r} has no config.json; pass a folder written by save_pretrained.")
+    config = json.loads(config_file.read_text())
+    parts = [(config.get("architectures") or [config.get("model_type", "unknown model")])[0]]
+    if "num_hidden_layers" in config:
+        parts.append(f"{config['num_hidden_layers']} layers")
+    if "hidden_size" in config:
+        parts.append(f"hidden {config['hidden_size']}")
+    count = 0
+    for weights in sorted(folder.glob("*.safetensors")):
+        with weights.open("rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))  # safetensors: u64 length + JSON
+        for name, tensor in header.items():
+            if name != "__metadata__":
+                count += math.prod(tensor["shape"])
+    if count:
+        scale, unit = next((s, u) for s, u in ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, "")) if count >= s)
+        parts.append(f"{count / scale:.1f}{unit} parameters")
+    return ", ".join(parts)

@@ -783,3 +783,6 @@ def make_policy_agent(
     agent = PolicyAgent(LLMPolicy(model, tokenizer, **policy_kwargs), greedy=greedy, skill_library=library)
     agent.model_id = str(model_path)  # recorded as "model" in leaderboard summaries
     return agent
+
+
+make_policy_agent.forwards_kwargs_to = LLMPolicy  # the registry checks agent kwargs against LLMPolicy's names

@@ -151,6 +151,9 @@ def make_react_agent(model_path: str | os.PathLike | None = None, *, greedy: boo
     return agent
 
 
+make_react_agent.forwards_kwargs_to = LLMPolicy  # the registry checks agent kwargs against LLMPolicy's names
+
+
 # ---------------------------------------------------------------------------------------------- workflows
 @dataclass
 class Workflow:
@@ -464,3 +467,6 @@ def make_memory_agent(
     else:
         memory = WorkflowMemory(max_workflows)
     return MemoryAgent(agent, memory, top_k=top_k, learn=learn, memory_path=memory_path)
+
+
+make_memory_agent.forwards_kwargs_to = make_react_agent  # its **kwargs go on to make_react_agent

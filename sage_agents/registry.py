@@ -17,8 +17,9 @@ starts every chain from: a trained agent's learned skills).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from sage_envs.error import suggest
@@ -41,9 +42,60 @@ class UnknownAgentError(KeyError):
         return str(self.args[0])
 
 
-def agent_factories() -> dict[str, Callable[..., Agent]]:
-    """All registered agent factories by name (built-in and third-party), loaded lazily on lookup."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}  # type: ignore[misc]
+class AgentNameTakenError(ValueError):
+    """Two installed packages register an agent under one name."""
+
+
+class UnknownAgentKwargsError(TypeError):
+    """An agent factory was given keyword arguments it does not accept."""
+
+
+def agent_factories() -> dict[str, EntryPoint]:
+    """All registered agent factories by name (built-in and third-party) as entry points, loaded on lookup.
+
+    Raises:
+        AgentNameTakenError: two entry points claim one name (the same one installed twice is not a clash).
+    """
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        taken = found.get(ep.name)
+        if taken is not None and taken.value != ep.value:
+            raise AgentNameTakenError(
+                f"agent name {ep.name!r} is registered twice in entry-point group {ENTRY_POINT_GROUP!r}: "
+                f"{taken.value!r} (package {_package(taken)}) and {ep.value!r} (package {_package(ep)}); "
+                "rename one of them in its package's [project.entry-points] table."
+            )
+        found[ep.name] = ep
+    return found
+
+
+def _package(ep: EntryPoint) -> str:
+    """The name of the distribution that declares ``ep`` (``'?'`` when unknown)."""
+    return repr(ep.dist.name) if ep.dist is not None else "'?'"
+
+
+def accepted_kwargs(factory: Callable[..., Any]) -> set[str] | None:
+    """The keyword arguments ``factory`` accepts; None when it takes any (a ``**kwargs`` it does not declare).
+
+    A factory that passes its ``**kwargs`` on declares where in ``forwards_kwargs_to`` (a callable whose own
+    accepted names with a default are added; those without, e.g. ``LLMPolicy``'s model, the factory supplies).
+    """
+    return _accepted(factory, required=True)
+
+
+def _accepted(factory: Callable[..., Any], required: bool) -> set[str] | None:
+    """:func:`accepted_kwargs`; ``required=False`` leaves out the parameters without a default."""
+    params = inspect.signature(factory).parameters.values()
+    names = {
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and (required or p.default is not p.empty)
+    }
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        target = getattr(factory, "forwards_kwargs_to", None)
+        forwarded = _accepted(target, required=False) if target is not None else None
+        return None if forwarded is None else names | forwarded
+    return names
 
 
 def list_agents() -> list[str]:
@@ -59,7 +111,15 @@ def make_agent(name: str, **kwargs: Any) -> Agent:
             f"no agent named {name!r} in entry-point group {ENTRY_POINT_GROUP!r}.{suggest(name, factories)} "
             f"Registered: {sorted(factories)}."
         )
-    agent = factories[name].load()(**kwargs)
+    factory = factories[name].load()
+    accepted = accepted_kwargs(factory)
+    unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
+    if unknown:
+        hints = "".join(suggest(key, accepted) for key in unknown)
+        raise UnknownAgentKwargsError(
+            f"agent {name!r} does not take the keyword argument(s) {unknown}.{hints} It accepts: {sorted(accepted)}."
+        )
+    agent = factory(**kwargs)
     if not isinstance(agent, Agent):
         raise TypeError(f"the factory of agent {name!r} returned {type(agent).__name__}, which has no act() method.")
     return agent

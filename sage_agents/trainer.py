@@ -37,6 +37,7 @@ import torch
 from sage_agents.algos.grpo import policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
+from sage_agents.evaluation import evaluate_policy
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
 from sage_envs.skills import SkillLibrary
@@ -380,9 +381,11 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Greedy play of the first ``eval_chains`` chains of ``eval_split`` (the same chains and seeds every time).
 
-        SAGE starts each chain from its skill bank and ReSkill from its current library, as the leaderboard
-        evaluator does with a trained agent. Returns ``charts/step`` and the ``eval/*`` rollout statistics
-        (main process only; the others return ``{}``).
+        Played by :func:`sage_agents.evaluation.evaluate_policy`, the leaderboard evaluator's path: ``group_size``
+        chains in lockstep, a finished chain's env starting the next at once. SAGE starts each chain from its
+        skill bank and ReSkill from its current library, as the leaderboard evaluator does with a trained agent.
+        Returns ``charts/step`` and the ``eval/*`` statistics (the ``env/*`` names of docs/agents.md; main process
+        only, the others return ``{}``).
         """
         cfg = self.config
         if not self.is_main:
@@ -398,13 +401,8 @@ class Trainer:
             library = self.reskill.registry.env_library("current")
         chains = list(range(min(cfg.eval_chains, int(self._eval_envs[0].unwrapped.num_chains))))
         self.model.eval()
-        rollouts = []
-        for start in range(0, len(chains), len(self._eval_envs)):
-            batch = chains[start : start + len(self._eval_envs)]
-            envs = self._eval_envs[: len(batch)]
-            seeds = [cfg.seed + c for c in batch]
-            rollouts += rollout_chains(envs, self.policy, batch, seeds, greedy=True, skill_library=library)
-        stats = rollout_stats(rollouts)
+        envs = self._eval_envs[: len(chains)]
+        _, stats = evaluate_policy(self.policy, envs, chains, [cfg.seed + c for c in chains], skill_library=library)
         return {"charts/step": float(self.step), **{"eval/" + k.split("/", 1)[1]: v for k, v in stats.items()}}
 
     def log(self, metrics: dict[str, float]) -> None:
