@@ -307,14 +307,14 @@ PROVENANCE_KEYS = (
 """Summary keys that say what was played, by what and where; :func:`resummarize` keeps them as they are."""
 
 
-def resummarize(summary_path: str | os.PathLike) -> dict[str, Any]:
+def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str, Any]:
     """Recompute a written summary's figures from its episode log, keeping its provenance; returns the new one.
 
-    The summary is rewritten in place: :data:`PROVENANCE_KEYS` are kept as written, every figure is
-    :func:`~sage_agents.evaluation.summarize_records` of the log's episodes of its ``config_hash`` (chains
-    ``0 .. n_chains / len(seeds) - 1`` of each seed), with the configured chain length read from ``env_kwargs``
-    (else the longest chain of the log). ``model_name`` and ``given`` are kept when present, else filled in
-    (``model_name`` describes ``model`` when that folder is here).
+    The summary is rewritten in place (unless ``write`` is False). :data:`PROVENANCE_KEYS` are kept as
+    written. Every figure is :func:`~sage_agents.evaluation.summarize_records` of the log's episodes of its
+    ``config_hash`` (chains ``0 .. n_chains / len(seeds) - 1`` of each seed), the configured chain length read
+    from ``env_kwargs`` (else the longest chain of the log). ``model_name`` and ``given`` are kept when present,
+    else filled in (``model_name`` describes ``model`` when that folder is here).
     """
     path = Path(summary_path)
     old = json.loads(path.read_text())
@@ -334,7 +334,8 @@ def resummarize(summary_path: str | os.PathLike) -> dict[str, Any]:
         "model_name": old.get("model_name") or _model_name(str(old.get("model", ""))),
         "given": old.get("given", ""),
     }
-    _write_summary(path, summary)
+    if write:
+        _write_summary(path, summary)
     return summary
 
 

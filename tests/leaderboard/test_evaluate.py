@@ -12,7 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from leaderboard.evaluate import EvalConfig, evaluate, parse_args, play_chain, play_chains, summarize
+from leaderboard.evaluate import EvalConfig, evaluate, parse_args, play_chain, play_chains, resummarize, summarize
 from sage_agents.registry import UnknownAgentError, list_agents, make_agent
 from sage_envs import SageChainEnv
 
@@ -22,8 +22,9 @@ TOY_ID = "SageChain-Toy-v0"
 SUMMARY_KEYS = {
     "agent", "env", "split", "source", "n_chains", "n_tasks", "tgc", "sgc", "mean_steps", "mean_primitive_steps",
     "mean_tokens", "skill_reuse_rate", "skills_created", "per_task_type", "ci95", "seeds", "model", "commit",
-    "versions",
+    "versions", "agent_errors", "chain_length_mix", "sgc_full_length", "n_full_length_chains", "model_name", "given",
 }  # fmt: skip
+RESULTS = Path(__file__).parents[2] / "leaderboard" / "results"
 
 
 def _make_toy(**kwargs):
@@ -228,3 +229,57 @@ def test_the_expert_calls_the_skills_of_its_starting_library_without_defining_th
     assert any(a.startswith("skill place_in(") for a in plain_actions)
     assert not any(a.startswith("skill ") for a in banked_actions)
     assert any("place_in(" in a for a in banked_actions) and sum(banked["tokens"]) < sum(plain["tokens"])
+
+
+def test_a_resume_keeps_the_commit_and_versions_of_earlier_records(tmp_path):
+    base = ["--agent", "random", "--env", TOY_ID, "--split", "train", "--output", str(tmp_path)]
+    first = evaluate(parse_args([*base, "--num-chains", "2"]))
+    assert first["versions"]["gymnasium"] == gym.__version__
+    config = parse_args([*base, "--num-chains", "4"])
+    episodes = tmp_path / f"{config.run_name}.episodes.jsonl"
+    earlier = [json.loads(line) for line in episodes.read_text().splitlines()]
+    for record in earlier:  # as if an older install at another commit had played them
+        record["commit"], record["versions"] = "e" * 40, {**record["versions"], "torch": "0.0.1"}
+    episodes.write_text("".join(json.dumps(r) + "\n" for r in earlier))
+    before = episodes.read_text()
+    resumed = evaluate(config)
+    assert episodes.read_text().startswith(before)  # earlier lines untouched, the new ones appended
+    assert resumed["commit"] == "+".join(sorted({"e" * 40, first["commit"]}))
+    torch_now = first["versions"].get("torch")
+    assert resumed["versions"]["torch"] == "+".join(sorted({"0.0.1", torch_now} - {None}))
+    assert resumed["versions"]["gymnasium"] == gym.__version__  # one version where all records agree
+
+
+def test_records_without_provenance_take_the_earlier_summary_s(tmp_path):
+    config = parse_args(["--agent", "random", "--env", TOY_ID, "--split", "train", "--num-chains", "2",
+                         "--output", str(tmp_path)])  # fmt: skip
+    evaluate(config)
+    summary_path = tmp_path / f"{config.run_name}.json"
+    summary = json.loads(summary_path.read_text())
+    summary["commit"], summary["versions"] = "a" * 40, {"python": "3.0.0"}
+    summary_path.write_text(json.dumps(summary))
+    episodes = tmp_path / f"{config.run_name}.episodes.jsonl"
+    bare = [{k: v for k, v in json.loads(line).items() if k not in ("commit", "versions")}
+            for line in episodes.read_text().splitlines()]  # fmt: skip
+    episodes.write_text("".join(json.dumps(r) + "\n" for r in bare))
+    resumed = evaluate(config)  # nothing left to play: the summary is rebuilt from the log
+    assert resumed["commit"] == "a" * 40 and resumed["versions"] == {"python": "3.0.0"}
+
+
+@pytest.mark.parametrize("summary_path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_committed_summary_is_recomputed_from_its_episode_log(summary_path):
+    committed = json.loads(summary_path.read_text())
+    assert resummarize(summary_path, write=False) == committed
+
+
+def test_resummarize_keeps_provenance_and_recomputes_figures(tmp_path):
+    config = parse_args(["--agent", "random", "--env", TOY_ID, "--split", "train", "--num-chains", "3",
+                         "--output", str(tmp_path)])  # fmt: skip
+    summary = evaluate(config)
+    path = tmp_path / f"{config.run_name}.json"
+    tampered = {**summary, "tgc": 0.99, "ci95": {}, "commit": "c" * 40, "model": "kept"}
+    del tampered["chain_length_mix"]
+    path.write_text(json.dumps(tampered))
+    rewritten = resummarize(path)
+    assert rewritten == {**summary, "commit": "c" * 40, "model": "kept"}
+    assert json.loads(path.read_text()) == rewritten
