@@ -227,7 +227,8 @@ def wilson_interval(successes: int, n: int, z: float = WILSON_Z) -> list[float]:
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    # at 0 or n the bound on that side is exactly 0 or 1 (rounding would leave 1e-17 off it)
+    return [0.0 if successes == 0 else centre - half, 1.0 if successes == n else centre + half]
 
 
 def ratio_bootstrap_ci(numerators: np.ndarray, denominators: np.ndarray, index: np.ndarray) -> list[float]:
