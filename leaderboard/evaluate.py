@@ -6,6 +6,11 @@
 Chains ``0 .. num_chains-1`` of the split are played once per seed (``reset(seed=s, options={"chain": i})``), so
 every agent meets the same games. Finished episodes are appended to the JSONL as they end: rerunning the same
 command after a crash skips them and produces the same summary.
+
+Chains are played and summarized by ``sage_agents.evaluation`` (the path the trainer's evaluation and
+``sage eval`` take too); this module adds the CLI, the result files, resume, workers and provenance. Summary keys,
+intervals and agent errors: docs/leaderboard.md. ``--resummarize PATH...`` recomputes written summaries from their
+episode logs, keeping their provenance.
 """
 
 from __future__ import annotations

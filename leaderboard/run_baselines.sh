@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 # The protocol as JSON members (without braces), read from DemoConfig so that the scripts cannot drift.
 ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
-run() { "$PY" -m leaderboard.evaluate --output leaderboard/results "$@"; }
+# A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
+FAILED=()
+run() { "$PY" -m leaderboard.evaluate --output leaderboard/results "$@" || FAILED+=("$*"); }
 for split in valid_seen valid_unseen; do
   run --agent random --split "$split" --num-chains 100 --env-kwargs "{$ENV}"
   run --agent expert --split "$split" --num-chains 100 --env-kwargs "{$ENV}"
@@ -22,3 +24,7 @@ if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
       --agent-kwargs '{"use_skills": false}' --env-kwargs "{$ENV, \"skills\": \"none\"}"
 fi
 "$PY" -m leaderboard.render
+if [ ${#FAILED[@]} -gt 0 ]; then
+  printf 'failed: %s\n' "${FAILED[@]}" >&2
+  exit 1
+fi

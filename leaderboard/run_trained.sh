@@ -49,7 +49,9 @@ for label in sft grpo sage; do
     cp "$episodes" leaderboard/results/
   fi
 done
-run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@"; }
+# A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
+FAILED=()
+run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@" || FAILED+=("$*"); }
 splits=("--split valid_unseen" "--split valid_seen")  # valid_unseen first: mostly the demo's own episodes
 if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}
@@ -78,3 +80,7 @@ for split in "${splits[@]}"; do
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
 done
 "$PY" -m leaderboard.render
+if [ ${#FAILED[@]} -gt 0 ]; then
+  printf 'failed: %s\n' "${FAILED[@]}" >&2
+  exit 1
+fi

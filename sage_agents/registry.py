@@ -13,6 +13,12 @@ chain lasts, so per-env state can follow them; the evaluator's ``batch_size`` us
 observation of the latest ``act_batch``, in batched evaluation; agents without them are charged the
 whitespace-separated words of their actions) and ``skill_library`` (a ``sage_envs.SkillLibrary`` the evaluator
 starts every chain from: a trained agent's learned skills).
+
+A name registered by two packages is refused (:class:`AgentNameTakenError` names both entry points), and
+:func:`make_agent` refuses keyword arguments the factory does not accept (:class:`UnknownAgentKwargsError` lists
+the accepted ones); a factory that passes its ``**kwargs`` on names the callable in ``forwards_kwargs_to``. An
+agent that raises, or returns a non-``str`` or oversize action, is recorded by the evaluator, never fatal
+(``sage_agents.evaluation``); an optional ``given`` attribute says what it was handed (the summary's ``given``).
 """
 
 from __future__ import annotations
