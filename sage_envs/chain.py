@@ -92,6 +92,7 @@ class SageChainEnv(gym.Env):
     ``skills="program"`` allows definitions and calls, ``"guidance"`` shows triggered guidance skills only,
     ``"both"`` does both and ``"none"`` disables skills (definitions and calls are invalid actions).
     ``library_scope="chain"`` empties the library at each reset (SAGE training); ``"persistent"`` carries it over.
+    A skill's ``uses`` counts its calls (program) or the observations that showed it (guidance).
 
     ## Info
     Every step (and reset) returns: ``task_index`` (the task this step's action was applied to), ``chain_length``,
@@ -235,8 +236,9 @@ class SageChainEnv(gym.Env):
         self._chain_successes: list[bool] = []
         self._terminated = False
         self._start_task(0)
+        obs = self._obs(record_uses=True)  # before info, so that its skill_library counts this observation
         info = self._info(action_kind="command", action_valid=True, message="", new_task=True)
-        return self._obs(), info
+        return obs, info
 
     def step(self, action: str):
         """Play one agent turn; see the class docstring for the action forms.
@@ -274,6 +276,7 @@ class SageChainEnv(gym.Env):
         else:
             self._observation = outcome.observation
 
+        obs = self._obs(record_uses=True)  # before info, so that its skill_library counts this observation
         info = self._info(
             action_kind=outcome.kind,
             action_valid=outcome.valid,
@@ -286,7 +289,7 @@ class SageChainEnv(gym.Env):
             skills_created=outcome.skills_created,
             previous_observation=previous_observation,
         )
-        return self._obs(), reward, terminated, False, info
+        return obs, reward, terminated, False, info
 
     def render(self) -> str | None:
         """Return the current observation as text (``render_mode="ansi"``)."""
@@ -382,14 +385,17 @@ class SageChainEnv(gym.Env):
     def _invalid(self, message: str) -> _Outcome:
         return _Outcome(f"Invalid action: {message}", False, "invalid", False, message, 0)
 
-    def _obs(self) -> dict[str, str]:
+    def _obs(self, record_uses: bool = False) -> dict[str, str]:
+        """Build the observation; ``record_uses`` counts a use of each guidance skill it shows (once per turn)."""
         description = self._game.description
         if description is not self._task_raw:
             self._task_raw, self._task_text = description, _fit(description, MAX_TASK_CHARS)
         kinds = _SHOWN_KINDS[self.skills_mode]
         skills_text = ""
         if kinds and len(self.library):  # an empty library renders as ""
-            raw = self.library.render(turn=self._turn, last_action=self._last_action, kinds=kinds)
+            raw = self.library.render(
+                turn=self._turn, last_action=self._last_action, kinds=kinds, record_uses=record_uses
+            )
             if raw != self._skills_raw:  # the library caches its text, so this is mostly an identity check
                 self._skills_raw, self._skills_text = raw, _fit(raw, MAX_SKILLS_CHARS)
             skills_text = self._skills_text

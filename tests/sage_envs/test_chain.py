@@ -228,6 +228,39 @@ def test_reset_with_given_library_and_guidance_triggers():
     assert len(library) == 2  # the env works on a copy
 
 
+def test_guidance_uses_count_the_observations_that_show_them():
+    library = SkillLibrary(
+        [
+            Skill(name="always", kind="guidance", text="Check every box once."),
+            Skill(name="at_start", kind="guidance", text="Plan first.", trigger="beginning"),
+            Skill(name="after_look", kind="guidance", text="Stop looking.", trigger="action_pattern", pattern="^look$"),
+            Skill(name="paused", kind="guidance", text="Old tip.", status="pruned"),
+        ]
+    )  # fmt: skip
+
+    def uses(info):
+        return {entry["name"]: entry["uses"] for entry in info["skill_library"]}
+
+    env = make(skills="guidance", max_steps_per_task=3)
+    shown = dict.fromkeys(library.names(), 0)  # counted here from the observations themselves
+    obs, info = env.reset(options={"chain": 0, "skill_library": library})
+    for action in ("look", "go to box 1", "look", "look", "look"):
+        for name, text in (("always", "Check every"), ("at_start", "Plan first"), ("after_look", "Stop looking")):
+            shown[name] += text in obs["skills"]
+        assert uses(info) == shown
+        obs, _, _, _, info = env.step(action)
+    # reset + 5 steps = 6 observations; "beginning" fires on each task's first (reset, and after turn 3 ends task 0)
+    assert uses(info) == {"always": 6, "at_start": 2, "after_look": 3, "paused": 0}
+    env.render()  # rendering for a human shows nothing new to the agent: no use counted
+    assert env.library.get("always").uses == 6
+    assert library.get("always").uses == 0  # the env counted on its copy
+
+    env = make(skills="program")  # guidance is not shown in this mode, so it is never used
+    _, info = env.reset(options={"chain": 0, "skill_library": library})
+    _, _, _, _, info = env.step("look")
+    assert uses(info) == dict.fromkeys(library.names(), 0)
+
+
 def test_expert_plan_info_key_on_request():
     env = make(expert_plan=True)
     _, info = env.reset(options={"chain": 0})
