@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from sage_envs.domain import SPLITS, Domain, TaskGame, TaskSpec
-from sage_envs.error import InvalidConfigError, SkillError
+from sage_envs.error import InvalidConfigError, ResetNeededError, SkillError
 from sage_envs.skills import Limits, SkillLibrary, parse_call, parse_definition, run_call
 
 SKILL_MODES = ("program", "guidance", "both", "none")
@@ -24,6 +25,9 @@ MAX_OBSERVATION_CHARS = 16_384
 MAX_TASK_CHARS = 1_024
 MAX_SKILLS_CHARS = 16_384
 MAX_ACTION_CHARS = 8_192
+MAX_MESSAGE_CHARS = 1_024
+"""Longest ``info["message"]`` kept whole; a longer one (e.g. echoing a huge action) keeps this many characters
+followed by `` [... N characters cut]``."""
 TRUNCATION_MARK = "\n[...]"
 _SHOWN_KINDS = {"program": ("program",), "guidance": ("guidance",), "both": ("program", "guidance"), "none": ()}
 """Skill kinds the observation's ``skills`` field shows, per ``skills`` mode."""
@@ -37,6 +41,13 @@ def _fit(text: str, max_chars: int) -> str:
     if len(text) > max_chars:
         text = text[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
     return text
+
+
+def _cap_message(message: str) -> str:
+    """Cut ``message`` to ``MAX_MESSAGE_CHARS`` characters, saying how many were cut."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]} [... {len(message) - MAX_MESSAGE_CHARS} characters cut]"
 
 
 class SageChainEnv(gym.Env):
@@ -55,7 +66,10 @@ class SageChainEnv(gym.Env):
     2. a skill definition ``skill NAME(params):`` with an indented body, optionally followed by ``call`` lines;
     3. a skill call ``call NAME(arg, arg)``.
 
-    Anything else is an invalid action: flagged in ``info``, never an exception.
+    Anything else is an invalid action: flagged in ``info``, never an exception. So is an action that is not a
+    ``str`` (bytes, None, a number): it is never converted with ``str()``, and it spends a turn like any invalid
+    action. ``step`` after the chain terminated (or before ``reset``) raises
+    :class:`~sage_envs.error.ResetNeededError`: call ``reset()`` to play the next chain.
 
     ## Observation Space
     ``spaces.Dict`` of printable ``spaces.Text``: ``observation`` (the engine's text this turn; for a call, one
@@ -66,8 +80,9 @@ class SageChainEnv(gym.Env):
     1.0 on the step a task is completed, else 0.0 (outcome reward).
 
     ## Starting State
-    ``reset(options={"chain": i})`` plays chain ``i`` of the split; without it a chain is drawn from
-    ``self.np_random``. ``options={"skill_library": lib}`` starts from a given :class:`SkillLibrary`.
+    ``reset(options={"chain": i})`` plays chain ``i`` of the split (an int or a numpy integer, not a bool);
+    without it a chain is drawn from ``self.np_random``. ``options={"skill_library": lib}`` starts from a given
+    :class:`SkillLibrary`.
 
     ## Episode End
     ``terminated`` when the last task of the chain ends (won, or out of its ``max_steps_per_task`` turns: a task
@@ -77,11 +92,13 @@ class SageChainEnv(gym.Env):
     ``skills="program"`` allows definitions and calls, ``"guidance"`` shows triggered guidance skills only,
     ``"both"`` does both and ``"none"`` disables skills (definitions and calls are invalid actions).
     ``library_scope="chain"`` empties the library at each reset (SAGE training); ``"persistent"`` carries it over.
+    A skill's ``uses`` counts its calls (program) or the observations that showed it (guidance).
 
     ## Info
     Every step (and reset) returns: ``task_index`` (the task this step's action was applied to), ``chain_length``,
     ``task_type``, ``task_success`` (that task was won on this step), ``chain_successes``, ``action_valid``,
-    ``action_kind``, ``message``, ``admissible_commands`` (for the task the *next* action goes to),
+    ``action_kind``, ``message`` (why an action was invalid, else ""; at most ``MAX_MESSAGE_CHARS`` = 1024
+    characters, then `` [... N characters cut]``), ``admissible_commands`` (for the task the *next* action goes to),
     ``primitive_steps``, ``skills_used``, ``skills_created``, ``skill_library``, ``skill_reuse``. Extra keys:
     ``new_task`` (the returned observation opens the next task), ``task_id``, ``turn`` (turns used in the current
     task) and ``previous_observation`` (the feedback that ended the previous task when ``new_task``, else "").
@@ -94,7 +111,8 @@ class SageChainEnv(gym.Env):
     * v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    # Text has no frame rate; Gymnasium's checker asks for one, and its toy-text envs declare 4.
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(
         self,
@@ -158,6 +176,7 @@ class SageChainEnv(gym.Env):
 
         self.library = SkillLibrary(max_size=max_library_size)
         self._chain_counter = -1
+        self._terminated = False
         self._chain: tuple[TaskSpec, ...] = ()
         self._game: TaskGame | None = None
         self._observation = ""
@@ -189,7 +208,14 @@ class SageChainEnv(gym.Env):
 
         if "chain" in options:
             index = options["chain"]
-            if not isinstance(index, int) or not 0 <= index < self.num_chains:
+            # numbers.Integral takes Python and numpy integers; bool is one too, but True as a chain is a bug.
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise InvalidConfigError(
+                    f"options['chain']={index!r} is a {type(index).__name__}; pass the chain index as an int "
+                    f"in [0, {self.num_chains})."
+                )
+            index = int(index)
+            if not 0 <= index < self.num_chains:
                 raise InvalidConfigError(f"options['chain']={index!r} must be an int in [0, {self.num_chains}).")
         else:
             index = int(self.np_random.integers(self.num_chains))
@@ -208,17 +234,31 @@ class SageChainEnv(gym.Env):
         self._chain_index = index
         self._chain = self.chains[index]
         self._chain_successes: list[bool] = []
+        self._terminated = False
         self._start_task(0)
+        obs = self._obs(record_uses=True)  # before info, so that its skill_library counts this observation
         info = self._info(action_kind="command", action_valid=True, message="", new_task=True)
-        return self._obs(), info
+        return obs, info
 
     def step(self, action: str):
-        """Play one agent turn; see the class docstring for the action forms."""
-        assert self._game is not None, "call reset() before step()"
-        action = action if isinstance(action, str) else str(action)
+        """Play one agent turn; see the class docstring for the action forms.
+
+        Raises:
+            ResetNeededError: the chain has terminated, or ``reset()`` was not called since creation or ``close()``.
+        """
+        if self._game is None:
+            raise ResetNeededError("step() was called before reset() (or after close()); call env.reset() first.")
+        if self._terminated:
+            raise ResetNeededError(
+                "step() was called after the chain terminated; call env.reset() to start the next chain."
+            )
         self._turn += 1
-        outcome = self._dispatch(action.strip("\n"))
-        self._last_action = action
+        if isinstance(action, str):
+            outcome = self._dispatch(action.strip("\n"))
+            self._last_action = action
+        else:  # str() would turn None or b"look" into a command-like text the agent never wrote
+            outcome = self._invalid(f"an action must be a str, got {type(action).__name__}; send the action text.")
+            self._last_action = ""
         task_index, won = self._task_index, outcome.won
 
         reward = 1.0 if won else 0.0
@@ -231,15 +271,16 @@ class SageChainEnv(gym.Env):
                 previous_observation = outcome.observation
                 self._start_task(task_index + 1)
             else:
-                terminated = True
+                terminated = self._terminated = True
                 self._observation = outcome.observation
         else:
             self._observation = outcome.observation
 
+        obs = self._obs(record_uses=True)  # before info, so that its skill_library counts this observation
         info = self._info(
             action_kind=outcome.kind,
             action_valid=outcome.valid,
-            message=outcome.message,
+            message=_cap_message(outcome.message),
             new_task=new_task and not terminated,
             task_index=task_index,
             task_success=won,
@@ -248,7 +289,7 @@ class SageChainEnv(gym.Env):
             skills_created=outcome.skills_created,
             previous_observation=previous_observation,
         )
-        return self._obs(), reward, terminated, False, info
+        return obs, reward, terminated, False, info
 
     def render(self) -> str | None:
         """Return the current observation as text (``render_mode="ansi"``)."""
@@ -344,14 +385,17 @@ class SageChainEnv(gym.Env):
     def _invalid(self, message: str) -> _Outcome:
         return _Outcome(f"Invalid action: {message}", False, "invalid", False, message, 0)
 
-    def _obs(self) -> dict[str, str]:
+    def _obs(self, record_uses: bool = False) -> dict[str, str]:
+        """Build the observation; ``record_uses`` counts a use of each guidance skill it shows (once per turn)."""
         description = self._game.description
         if description is not self._task_raw:
             self._task_raw, self._task_text = description, _fit(description, MAX_TASK_CHARS)
         kinds = _SHOWN_KINDS[self.skills_mode]
         skills_text = ""
         if kinds and len(self.library):  # an empty library renders as ""
-            raw = self.library.render(turn=self._turn, last_action=self._last_action, kinds=kinds)
+            raw = self.library.render(
+                turn=self._turn, last_action=self._last_action, kinds=kinds, record_uses=record_uses
+            )
             if raw != self._skills_raw:  # the library caches its text, so this is mostly an identity check
                 self._skills_raw, self._skills_text = raw, _fit(raw, MAX_SKILLS_CHARS)
             skills_text = self._skills_text

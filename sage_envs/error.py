@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from gymnasium.error import ResetNeeded
+
 
 class SageError(Exception):
     """Base class of every sage_envs exception."""
@@ -39,6 +41,10 @@ class DataNotFoundError(SageError):
 
 class InvalidConfigError(SageError, ValueError):
     """An env or trainer argument is outside its allowed values."""
+
+
+class ResetNeededError(SageError, ResetNeeded):
+    """``step`` was called before ``reset()``, after the chain terminated or after ``close()``: call ``reset()``."""
 
 
 def suggest(name: str, candidates: Iterable[str]) -> str:

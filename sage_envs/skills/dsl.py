@@ -21,6 +21,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sage_envs.error import (
     InvalidConfigError,
@@ -30,7 +31,10 @@ from sage_envs.error import (
     UnknownSkillError,
     suggest,
 )
-from sage_envs.skills.library import MAX_DESCRIPTION_CHARS, Skill, SkillLibrary, name_problem
+from sage_envs.skills.skill import MAX_DESCRIPTION_CHARS, Skill, name_problem
+
+if TYPE_CHECKING:  # annotations only: the library imports this module, so a run-time import would be circular
+    from sage_envs.skills.library import SkillLibrary
 
 MAX_BLOCK_DEPTH = 8
 """How deeply ``for`` / ``if`` blocks may nest; bounds the parser's and interpreter's recursion."""

@@ -38,7 +38,7 @@ import yaml
 
 from sage_envs.error import SkillError, SkillFolderError
 from sage_envs.skills.dsl import parse_definition
-from sage_envs.skills.library import Skill, name_problem
+from sage_envs.skills.skill import Skill, name_problem
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_MD_BYTES = 64 * 1024
@@ -111,13 +111,22 @@ def write_skill_dir(skill: Skill, parent_dir: str | Path) -> Path:
         The skill folder.
 
     Raises:
-        SkillFolderError: the target folder or file is a symlink (writing through it could escape).
+        SkillFolderError: the folder would not be a direct child of ``parent_dir`` once resolved (a name such as
+            ``../x`` forced past :class:`Skill`'s checks), or the target folder or file is a symlink (writing
+            through it could escape).
     """
     parent = Path(parent_dir)
     parent.mkdir(parents=True, exist_ok=True)
-    folder = parent / disk_name(skill.name)  # the validated name has no separators: it cannot escape parent
+    folder = parent / disk_name(skill.name)
+    # Skill validates its name, even on assignment, but the folder is checked where it is written: a name set
+    # around the dataclass (object.__setattr__, __dict__) must not write outside the library folder.
     if folder.is_symlink() or (folder / SKILL_FILE).is_symlink():
         raise SkillFolderError(f"skill folder {folder.name!r}: refusing to write through a symlink")
+    if folder.resolve().parent != parent.resolve():
+        raise SkillFolderError(
+            f"skill {str(skill.name)[:80]!r}: its folder {str(folder)[:200]!r} resolves outside the library folder "
+            f"{str(parent)[:200]!r}; skill names may not hold path separators or '..'"
+        )
     folder.mkdir(exist_ok=True)
     temporary = folder / f".{SKILL_FILE}.tmp"
     temporary.write_text(render_skill_md(skill), encoding="utf-8")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
+import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sage_envs import SageChainEnv, Skill, SkillLibrary
-from sage_envs.error import InvalidConfigError
+from sage_envs.chain import MAX_MESSAGE_CHARS
+from sage_envs.error import InvalidConfigError, ResetNeededError
 from sage_envs.skills import parse_definition
 
 from .toy_domain import ToyDomain
@@ -36,6 +40,20 @@ def make(**kwargs) -> SageChainEnv:
 
 def test_check_env_passes():
     check_env(make())
+
+
+def test_check_env_is_warning_free_with_a_spec_and_render_fps():
+    # Without a spec the checker warns that it cannot test other render modes; through gym.make it has one.
+    gym.register("ToyChain-v0", entry_point=lambda **kwargs: SageChainEnv(ToyDomain(), **kwargs))
+    try:
+        env = gym.make("ToyChain-v0", render_mode="ansi")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env.unwrapped)
+        env.close()
+    finally:
+        del gym.registry["ToyChain-v0"]
+    assert SageChainEnv.metadata["render_fps"] > 0
 
 
 def test_reset_returns_spec_info_keys_and_observation_in_space():
@@ -83,6 +101,54 @@ def test_non_admissible_command_is_flagged_invalid_and_costs_a_turn():
     assert info["action_kind"] == "invalid" and not info["action_valid"]
     assert "not an admissible command" in info["message"]
     assert obs["observation"] == "Nothing happens." and info["turn"] == 1
+
+
+@pytest.mark.parametrize("action", [b"go to box 1", None, 3, 2.5, ["look"]])
+def test_non_str_action_is_invalid_names_its_type_and_costs_a_turn(action):
+    env = make()
+    env.reset(options={"chain": 0})
+    obs, reward, terminated, _, info = env.step(action)
+    assert (info["action_valid"], info["action_kind"], info["turn"], reward) == (False, "invalid", 1, 0.0)
+    assert f"got {type(action).__name__}" in info["message"]
+    assert env.observation_space.contains(obs)
+    # never str()-ed: b"go to box 1" did not move the agent, so "go to box 1" is still admissible
+    assert "go to box 1" in info["admissible_commands"] and not terminated
+
+
+def test_non_str_actions_spend_the_task_turn_budget_like_invalid_strings():
+    env = make(max_steps_per_task=2)
+    env.reset(options={"chain": 0})
+    env.step(None)
+    _, _, _, _, info = env.step(b"look")
+    assert info["new_task"] and info["chain_successes"] == [False] and info["task_index"] == 0
+
+
+def test_info_message_is_capped_and_says_how_much_was_cut():
+    env = make()
+    env.reset(options={"chain": 0})
+    action = "x" * 100_000
+    _, _, _, _, info = env.step(action)
+    full = f"{action!r} is not an admissible command."  # what the message echoed before the cap
+    assert info["message"] == f"{full[:MAX_MESSAGE_CHARS]} [... {len(full) - MAX_MESSAGE_CHARS} characters cut]"
+    _, _, _, _, info = env.step("dance")
+    assert info["message"] == "'dance' is not an admissible command."  # short messages are untouched
+
+
+def test_step_after_termination_raises_and_names_reset():
+    env = make(max_steps_per_task=1)
+    with pytest.raises(ResetNeededError, match=r"reset\(\)"):
+        env.step("look")  # before any reset
+    env.reset(options={"chain": 0})
+    env.step("look")
+    _, _, terminated, _, info = env.step("look")
+    assert terminated and info["chain_successes"] == [False, False]
+    with pytest.raises(ResetNeededError, match=r"terminated; call env.reset\(\)"):
+        env.step("look")
+    with pytest.raises(gym.error.ResetNeeded):  # catchable as Gymnasium's own error
+        env.step("look")
+    env.reset(options={"chain": 0})
+    _, _, terminated, _, info = env.step("look")
+    assert info["chain_successes"] == [False] and not terminated
 
 
 def test_multi_line_plain_text_is_invalid():
@@ -162,6 +228,39 @@ def test_reset_with_given_library_and_guidance_triggers():
     assert len(library) == 2  # the env works on a copy
 
 
+def test_guidance_uses_count_the_observations_that_show_them():
+    library = SkillLibrary(
+        [
+            Skill(name="always", kind="guidance", text="Check every box once."),
+            Skill(name="at_start", kind="guidance", text="Plan first.", trigger="beginning"),
+            Skill(name="after_look", kind="guidance", text="Stop looking.", trigger="action_pattern", pattern="^look$"),
+            Skill(name="paused", kind="guidance", text="Old tip.", status="pruned"),
+        ]
+    )  # fmt: skip
+
+    def uses(info):
+        return {entry["name"]: entry["uses"] for entry in info["skill_library"]}
+
+    env = make(skills="guidance", max_steps_per_task=3)
+    shown = dict.fromkeys(library.names(), 0)  # counted here from the observations themselves
+    obs, info = env.reset(options={"chain": 0, "skill_library": library})
+    for action in ("look", "go to box 1", "look", "look", "look"):
+        for name, text in (("always", "Check every"), ("at_start", "Plan first"), ("after_look", "Stop looking")):
+            shown[name] += text in obs["skills"]
+        assert uses(info) == shown
+        obs, _, _, _, info = env.step(action)
+    # reset + 5 steps = 6 observations; "beginning" fires on each task's first (reset, and after turn 3 ends task 0)
+    assert uses(info) == {"always": 6, "at_start": 2, "after_look": 3, "paused": 0}
+    env.render()  # rendering for a human shows nothing new to the agent: no use counted
+    assert env.library.get("always").uses == 6
+    assert library.get("always").uses == 0  # the env counted on its copy
+
+    env = make(skills="program")  # guidance is not shown in this mode, so it is never used
+    _, info = env.reset(options={"chain": 0, "skill_library": library})
+    _, _, _, _, info = env.step("look")
+    assert uses(info) == dict.fromkeys(library.names(), 0)
+
+
 def test_expert_plan_info_key_on_request():
     env = make(expert_plan=True)
     _, info = env.reset(options={"chain": 0})
@@ -187,8 +286,21 @@ def test_bad_reset_options_raise():
     env = make()
     with pytest.raises(InvalidConfigError):
         env.reset(options={"chain": 99})
+    with pytest.raises(InvalidConfigError, match=r"options\['chain'\]=True is a bool; pass the chain index as an int"):
+        env.reset(options={"chain": True})
+    with pytest.raises(InvalidConfigError, match="is a float"):
+        env.reset(options={"chain": 1.0})
+    with pytest.raises(InvalidConfigError, match=r"must be an int in \[0, "):
+        env.reset(options={"chain": np.int64(-1)})
     with pytest.raises(InvalidConfigError):
         env.reset(options={"skill_library": {"not": "a library"}})
+
+
+@pytest.mark.parametrize("index", [np.int64(1), np.int32(1), np.uint8(1), 1])
+def test_reset_chain_accepts_numpy_integers(index):
+    env = make()
+    _, info = env.reset(options={"chain": index})
+    assert info["task_id"] == env.chains[1][0].task_id and type(env._chain_index) is int
 
 
 def test_same_seed_same_transitions():

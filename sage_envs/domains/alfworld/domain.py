@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING
 
 from sage_envs.domain import SPLITS, Domain, TaskSpec
@@ -37,8 +38,10 @@ class AlfworldDomain(Domain):
         source: str = "generated",
         data_dir: str | os.PathLike[str] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        seed: int = 0,
+        generator_seed: int = 0,
         engine: str = "native",
+        *,
+        seed: int | None = None,
     ) -> None:
         """Configure the domain; nothing is read from disk until a split is first used.
 
@@ -47,13 +50,16 @@ class AlfworldDomain(Domain):
             data_dir: the folder holding ``json_2.1.1/`` (official games); default ``$ALFWORLD_DATA``.
             cache_dir: where generated games are written; default ``$SAGE_CACHE_DIR``, else
                 ``~/.cache/sage_envs``.
-            seed: the generator seed, which fixes the generated splits (unused for official games).
+            generator_seed: the generator seed, which fixes the generated splits (unused for official games).
+                Not the episode seed, which ``reset(seed=...)`` takes.
             engine: ``"native"`` (in-process, transcript-identical, fast) or ``"textworld"`` (TextWorld's PDDL
                 engine, as ALFWorld runs it).
+            seed: deprecated name of ``generator_seed`` (warns with a DeprecationWarning).
 
         Raises:
-            InvalidConfigError: for an unknown ``source``.
+            InvalidConfigError: for an unknown ``source``, or both ``seed`` and ``generator_seed`` given.
         """
+        generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
         if source not in SOURCES:
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
         if engine not in ENGINES:
@@ -62,7 +68,7 @@ class AlfworldDomain(Domain):
         self.engine = engine
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
         self.cache_dir = cache_dir  # None: the generator's default
-        self.seed = seed
+        self.generator_seed = generator_seed
         self._tasks: dict[str, list[TaskSpec]] = {}
 
     def tasks(self, split: str) -> list[TaskSpec]:
@@ -81,7 +87,7 @@ class AlfworldDomain(Domain):
                 self._tasks[split] = official_tasks(self._official_data_dir(), split)
             else:
                 generator = self._generator()
-                self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.seed)
+                self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.generator_seed)
         return list(self._tasks[split])
 
     def load(self, task: TaskSpec) -> TaskGame:
@@ -111,7 +117,8 @@ class AlfworldDomain(Domain):
         _check_split(split)
         generator = self._generator()
         return [
-            generator.chain_tasks(split, index, chain_length, self.seed) for index in range(generator.NUM_CHAINS[split])
+            generator.chain_tasks(split, index, chain_length, self.generator_seed)
+            for index in range(generator.NUM_CHAINS[split])
         ]
 
     def _official_data_dir(self) -> str | os.PathLike[str]:
@@ -128,6 +135,36 @@ class AlfworldDomain(Domain):
         from sage_envs.domains.alfworld import generator
 
         return generator
+
+
+def resolve_generator_seed(generator_seed: int, seed: int | None, *, stacklevel: int) -> int:
+    """Return the generator seed, accepting the deprecated ``seed=`` keyword with a DeprecationWarning.
+
+    ``seed`` was renamed because it reads like ``reset(seed=...)``, the episode seed, while it fixes the splits.
+
+    Args:
+        generator_seed: the value of ``generator_seed=`` (0 when not given).
+        seed: the value of the deprecated ``seed=``, or None when not given.
+        stacklevel: which frame the warning names, counted from the function calling this one (1: that
+            function, 2: its caller, as :func:`warnings.warn` counts).
+
+    Raises:
+        InvalidConfigError: ``seed`` and a non-zero ``generator_seed`` that differ were both given.
+    """
+    if seed is None:
+        return generator_seed
+    if generator_seed not in (0, seed):
+        raise InvalidConfigError(
+            f"seed={seed!r} and generator_seed={generator_seed!r} were both given; pass generator_seed only "
+            "(seed= is its deprecated name)."
+        )
+    warnings.warn(
+        "the ALFWorld keyword seed= is deprecated: pass generator_seed= (the seed that fixes the generated splits; "
+        "the episode seed goes to reset(seed=...)).",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return seed
 
 
 def _check_split(split: str) -> None:

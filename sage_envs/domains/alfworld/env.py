@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sage_envs.chain import SageChainEnv
-from sage_envs.domains.alfworld.domain import AlfworldDomain
+from sage_envs.domains.alfworld.domain import AlfworldDomain, resolve_generator_seed
 
 
 class AlfworldChainEnv(SageChainEnv):
@@ -19,7 +19,8 @@ class AlfworldChainEnv(SageChainEnv):
       wheel, cached on disk) or ``"official"`` (ALFWorld's json_2.1.1 games).
     * ``data_dir``: the folder holding ``json_2.1.1/`` for official games (default ``$ALFWORLD_DATA``).
     * ``cache_dir``: where generated games are cached (default ``$SAGE_CACHE_DIR`` or ``~/.cache/sage_envs``).
-    * ``seed``: the generator seed that fixes the split's chains (not the episode seed).
+    * ``generator_seed``: the generator seed that fixes the split's chains (not the episode seed, which
+      ``reset(seed=...)`` takes). ``seed=`` is its deprecated name: it still works, with a DeprecationWarning.
     * ``engine``: ``"native"`` (default; in-process, transcript-identical to TextWorld's, see docs/native_engine.md)
       or ``"textworld"`` (TextWorld's PDDL engine, as ALFWorld runs it).
 
@@ -32,10 +33,15 @@ class AlfworldChainEnv(SageChainEnv):
         source: str = "generated",
         data_dir: str | None = None,
         cache_dir: str | None = None,
-        seed: int = 0,
+        generator_seed: int = 0,
         engine: str = "native",
+        *,
+        seed: int | None = None,
         **kwargs: Any,
     ):
         """Create the env; see the class docstring for the ALFWorld arguments."""
-        domain = AlfworldDomain(source=source, data_dir=data_dir, cache_dir=cache_dir, seed=seed, engine=engine)
+        generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
+        domain = AlfworldDomain(
+            source=source, data_dir=data_dir, cache_dir=cache_dir, generator_seed=generator_seed, engine=engine
+        )
         super().__init__(domain, **kwargs)

@@ -146,4 +146,25 @@ def test_domain_generated_delegates_to_the_generator(tmp_path: Path) -> None:
     assert chains[3] == generator.chain_tasks("valid_seen", 3, 2, seed=0)
     assert all(len({task.scenario for task in chain}) == 1 for chain in chains)
     assert domain.tasks("valid_seen")[:2] == list(chains[0])
-    assert AlfworldDomain(cache_dir=tmp_path, seed=1).chains("valid_seen", 2)[0] != chains[0]
+    assert AlfworldDomain(cache_dir=tmp_path, generator_seed=1).chains("valid_seen", 2)[0] != chains[0]
+
+
+def test_generator_seed_keyword_and_its_deprecated_name_seed(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401 - registers the env ids
+
+    new = AlfworldDomain(cache_dir=tmp_path, generator_seed=1)
+    with pytest.warns(DeprecationWarning, match="generator_seed=") as caught:
+        old = AlfworldDomain(cache_dir=tmp_path, seed=1)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    assert old.generator_seed == new.generator_seed == 1
+    assert old.chains("valid_seen", 2) == new.chains("valid_seen", 2)
+    with pytest.raises(InvalidConfigError, match="generator_seed only"):
+        AlfworldDomain(seed=1, generator_seed=2)
+
+    env = gym.make("SageChain-ALFWorld-v0", split="valid_seen", cache_dir=tmp_path, generator_seed=1)
+    assert env.unwrapped.domain.generator_seed == 1
+    with pytest.warns(DeprecationWarning, match="generator_seed="):
+        env = gym.make("SageChain-ALFWorld-v0", split="valid_seen", cache_dir=tmp_path, seed=1)
+    assert env.unwrapped.chains == new.chains("valid_seen", 2)

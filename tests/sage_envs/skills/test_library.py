@@ -75,6 +75,42 @@ def test_skill_validation(kwargs, message):
         Skill(**fields)
 
 
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("name", "../x", "invalid skill name '../x'"),
+        ("name", "a/b", "invalid skill name"),
+        ("kind", "macro", "kind='macro'"),
+        ("text", "t" * 2001, "text has 2001 characters"),
+        ("trigger", "action_pattern", "needs a non-empty pattern"),
+        ("pattern", "(a+)+$", "catastrophic backtracking"),
+        ("params", ("a",), "no params or source"),
+        ("uses", -1, "uses=-1"),
+        ("uses", 1.5, "uses=1.5"),
+        ("version", 0, "versions start at 1"),
+        ("created_in_task", "0", "created_in_task='0'"),
+        ("provenance", {"bad key": "x"}, "provenance key"),
+    ],
+)
+def test_assigning_a_field_revalidates_and_leaves_the_skill_unchanged(field, value, message):
+    skill = tip(provenance={"creator": "sage"})
+    before = skill.to_dict()
+    with pytest.raises(SkillError, match=re.escape(f"cannot set {field}=") + ".*" + re.escape(message)):
+        setattr(skill, field, value)
+    assert skill.to_dict() == before
+
+
+def test_valid_assignments_pass_and_params_lists_become_tuples():
+    skill = Skill("f", "program")
+    skill.params = ["a", "b"]
+    skill.name, skill.uses, skill.description = "g", 3, "d"
+    assert (skill.params, skill.name, skill.uses, skill.signature) == (("a", "b"), "g", 3, "g(a, b)")
+    guidance = tip()
+    guidance.pattern = r"^open\b"  # a pattern alone is fine; trigger then pattern-driven
+    guidance.trigger = "action_pattern"
+    assert guidance.triggered(1, "open fridge 1")
+
+
 def test_program_skill_rejects_guidance_fields():
     with pytest.raises(SkillError, match="no text, trigger or pattern"):
         Skill("f", "program", text="hello")

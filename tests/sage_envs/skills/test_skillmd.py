@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from sage_envs.error import SkillFolderError
+from sage_envs.error import SkillError, SkillFolderError
 from sage_envs.skills import Skill, SkillLibrary, parse_definition, read_skill_dir, write_skill_dir
 from sage_envs.skills.skillmd import MAX_SKILL_MD_BYTES, parse_skill_md, read_library_dir, render_skill_md
 
@@ -284,3 +284,21 @@ def test_docs_examples_parse():
     skill = parse_skill_md(example, "heat-then-place")
     assert (skill.version, skill.uses, skill.params) == (2, 3, ("obj", "place"))
     assert render_skill_md(skill) == example
+
+
+def test_renamed_skill_cannot_write_outside_the_library_folder(tmp_path):
+    lib_dir = tmp_path / "deep" / "lib"
+    skill = parse_definition(PROGRAM)[0]
+    with pytest.raises(SkillError, match="invalid skill name '../x'"):
+        skill.name = "../x"  # the attack of issue 18: refused on assignment...
+    assert skill.name == "heat_then_place"
+    object.__setattr__(skill, "name", "../x")  # ...and forced past the dataclass, refused where it is written
+    library = SkillLibrary([parse_definition(PROGRAM)[0]])
+    library._versions["heat_then_place"][-1] = skill
+    with pytest.raises(SkillFolderError, match="resolves outside the library folder"):
+        library.save(lib_dir)
+    for name in ("..", ".", "", "../../escape", "/tmp/abs"):
+        object.__setattr__(skill, "name", name)
+        with pytest.raises(SkillFolderError, match="resolves outside the library folder"):
+            write_skill_dir(skill, lib_dir)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["deep", "deep/lib"]
