@@ -178,7 +178,7 @@ class SageRollout:
     def sage_reward(
         self, completions: list[Any], sage_reward: list[float | None], log_metric: Callable | None = None, **_: Any
     ) -> list[float | None]:
-        """TRL reward function: the rollout's per-(g, k) rewards; logs the step's ``env/`` (and ``reskill/``) metrics."""
+        """TRL reward function: the per-(g, k) rewards; logs the step's ``env/`` (and ``reskill/``) metrics."""
         for name, value in self.metrics.items() if log_metric is not None else ():
             log_metric(name, value)
         return list(sage_reward)
