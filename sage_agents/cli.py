@@ -32,12 +32,18 @@ def train(
         list[str] | None, typer.Option("--set", help="Override a TrainConfig field: KEY=VALUE (JSON value).")
     ] = None,
 ) -> None:
-    """Train with GRPO, SAGE or ReSkill (``--set algo=reskill``; docs/agents.md, docs/reskill.md)."""
+    """Train with GRPO, SAGE or ReSkill (``--set algo=reskill``; ``--set backend=trl``: TRL; docs/agents.md)."""
     from sage_agents.config import TrainConfig
-    from sage_agents.trainer import Trainer
 
     fields = json.loads(config.read_text()) if config else {}
     cfg = TrainConfig.from_dict({**fields, **_parse_overrides(set_ or [])})
+    if cfg.backend == "trl":
+        from sage_agents.integrations.trl import train_trl
+
+        train_trl(cfg)
+        return
+    from sage_agents.trainer import Trainer
+
     trainer = Trainer(cfg)
     try:
         trainer.train()

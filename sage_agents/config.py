@@ -16,6 +16,7 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 SEQUENCE_UNITS = ("trajectory", "turn")
 REWARD_MODES = ("skill", "outcome")
 REPORTERS = ("jsonl", "tensorboard")
+BACKENDS = ("native", "trl")
 
 
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
@@ -171,6 +172,12 @@ class TrainConfig:
     cpu: bool = False
     """Force CPU in accelerate even when an accelerator is present."""
 
+    # ------------------------------------------------------------------ backend
+    backend: str = "native"
+    """``native`` (sage_agents.trainer.Trainer) or ``trl`` (TRL's GRPOTrainer; docs/agents.md, "TRL backend")."""
+    trl_args: dict[str, Any] = field(default_factory=dict)
+    """GRPOConfig kwargs passed straight through with ``backend="trl"`` (use_vllm, vllm_mode, bf16, ...)."""
+
     def __post_init__(self) -> None:
         def fail(name: str, rule: str, fix: str) -> None:
             raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: {rule}; {fix}.")
@@ -180,6 +187,7 @@ class TrainConfig:
             "loss_type": LOSS_TYPES,
             "sequence_unit": SEQUENCE_UNITS,
             "candidate_score": ("sum", "mean"),
+            "backend": BACKENDS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -231,6 +239,19 @@ class TrainConfig:
         if not isinstance(self.env_kwargs, dict):
             fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
         self._check_reskill(fail)
+        self._check_backend(fail)
+
+    def _check_backend(self, fail: Any) -> None:
+        """Validate ``trl_args`` and what the TRL backend does not do (yet)."""
+        if not isinstance(self.trl_args, dict):
+            fail("trl_args", "must be a dict of GRPOConfig kwargs", "pass e.g. {'use_vllm': true}")
+        if self.backend != "trl":
+            if self.trl_args:
+                fail("trl_args", "only applies to backend='trl'", "set backend='trl' or drop trl_args")
+            return
+        for name, off in (("eval_every", 0), ("resume", False)):
+            if getattr(self, name) != off:
+                fail(name, "is not supported by backend='trl' yet", f"set {name}={off!r} or use backend='native'")
 
     def _check_reskill(self, fail: Any) -> None:
         """Validate the ``reskill_*`` fields (only when ``algo == "reskill"`` for the cross-field rules)."""
