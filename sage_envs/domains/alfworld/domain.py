@@ -7,15 +7,15 @@ import warnings
 from typing import TYPE_CHECKING
 
 from sage_envs.domain import SPLITS, Domain, TaskSpec
+from sage_envs.domains.alfworld.engines import ENGINES, check_engine, make_game
 from sage_envs.domains.alfworld.official import DATA_ENV_VAR, TASK_TYPES, official_tasks
 from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
 
 if TYPE_CHECKING:
     from sage_envs.domain import TaskGame
 
-__all__ = ["SOURCES", "TASK_TYPES", "AlfworldDomain"]
+__all__ = ["ENGINES", "SOURCES", "TASK_TYPES", "AlfworldDomain"]
 
-ENGINES = ("native", "textworld")
 SOURCES = ("generated", "official")
 GENERATED_TASKS_CHAIN_LENGTH = 2
 """Chain length behind :meth:`AlfworldDomain.tasks` for generated games (SAGE's default chain length)."""
@@ -57,13 +57,13 @@ class AlfworldDomain(Domain):
             seed: deprecated name of ``generator_seed`` (warns with a DeprecationWarning).
 
         Raises:
-            InvalidConfigError: for an unknown ``source``, or both ``seed`` and ``generator_seed`` given.
+            InvalidConfigError: for an unknown ``source`` or ``engine``, or both ``seed`` and ``generator_seed``
+                given.
         """
         generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
         if source not in SOURCES:
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
-        if engine not in ENGINES:
-            raise InvalidConfigError(f"engine={engine!r} is not one of {ENGINES}.{suggest(engine, ENGINES)}")
+        check_engine(engine)
         self.source = source
         self.engine = engine
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
@@ -99,9 +99,6 @@ class AlfworldDomain(Domain):
         Raises:
             DataNotFoundError: an official task whose game folder is gone.
         """
-        # Imported on first use: listing tasks and chains needs no engine.
-        from sage_envs.domains.alfworld.engines import make_game
-
         if self.source == "official":
             return make_game(task.extra["game_path"], self.engine)
         return make_game(self._generator().generate_game(task, self.cache_dir), self.engine)

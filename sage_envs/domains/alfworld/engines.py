@@ -11,9 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from sage_envs.domain import StepResult, TaskGame
-from sage_envs.domains.alfworld.domain import ENGINES
 from sage_envs.domains.alfworld.native_engine import NativeAlfworldGame
 from sage_envs.error import InvalidConfigError, suggest
+
+ENGINES = ("native", "textworld")
+"""The engines a game can be played on (the domain's and the env's ``engine`` argument)."""
+
+
+def check_engine(engine: str) -> None:
+    """Raise :class:`InvalidConfigError` naming the choices when ``engine`` is not one of :data:`ENGINES`."""
+    if engine not in ENGINES:
+        raise InvalidConfigError(f"engine={engine!r} is not one of {ENGINES}.{suggest(engine, ENGINES)}")
 
 
 class NativeGameWithExpert(NativeAlfworldGame):
@@ -60,11 +68,14 @@ class NativeGameWithExpert(NativeAlfworldGame):
 
 
 def make_game(game_path: str | Path, engine: str) -> TaskGame:
-    """Open ``game_path`` on ``engine``."""
+    """Open ``game_path`` on ``engine``.
+
+    Raises:
+        InvalidConfigError: for an ``engine`` outside :data:`ENGINES`.
+    """
+    check_engine(engine)
     if engine == "native":
         return NativeGameWithExpert(game_path)
-    if engine == "textworld":
-        from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
+    from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
 
-        return AlfworldGame(game_path)
-    raise InvalidConfigError(f"engine={engine!r} is not one of {ENGINES}.{suggest(engine, ENGINES)}")
+    return AlfworldGame(game_path)

@@ -199,6 +199,7 @@ class _World:
     holding: str = ""
     treated: bool = False
     placed: list[str] = field(default_factory=list)  # objects put in the goal receptacle
+    unusable: set[str] = field(default_factory=set)  # receptacles where a clean/heat/cool command did nothing
 
     def observe(self, command: str, feedback: str) -> None:
         """Update from one executed command and the engine's answer to it."""
@@ -207,6 +208,8 @@ class _World:
             # "go to X" fails only when the agent already stands where X is (receptacles share spots).
             if verb == "go":
                 self.location = command[len("go to ") :]
+            elif verb in APPLIANCES:
+                self.unusable.add(command.rsplit(" with ", 1)[1])
             return
         if verb == "go" and feedback.startswith("You arrive at"):
             self.location = command[len("go to ") :]
@@ -290,7 +293,7 @@ class AlfworldExpert:
             self._world.observe(self._last_action, text)
         admissible = list(info.get("admissible_commands", []))
         self._learn_put_form(admissible)
-        action = self._skill_action(info) if not self._skills_off else None
+        action = self._skill_action(info) if not (self._skills_off or self._plain) else None
         self._last_action = action or self._command(admissible)
         return self._last_action
 
@@ -302,6 +305,8 @@ class AlfworldExpert:
         self._world.receptacles = opening_receptacles(opening)
         self._target = ""
         self._tried: set[tuple[str, ...]] = set()  # skill calls already sent in this task
+        self._call: tuple[str, tuple[str, ...]] = ("", ())  # the skill call of the last turn: name, arguments
+        self._plain = False  # a skill call fell short in this task: plain commands for the rest of it
         self._last_action = ""
 
     def _after_skill_turn(self, text: str, info: Mapping[str, Any]) -> None:
@@ -320,6 +325,31 @@ class AlfworldExpert:
                 self._skills_off = True
             else:
                 self._broken.add(self._skill_name(self._last_action))
+        elif not self._call_reached_its_goal():
+            # A valid call that left the task where it should not (e.g. a sink that cannot clean): calling again
+            # would repeat it, so the rest of the task is planned with commands from what the trace showed.
+            self._plain = True
+
+    def _call_reached_its_goal(self) -> bool:
+        """Whether the world after the last call is what the call was for.
+
+        The task has not ended (act would have started the next one), so a call that should end it fell short.
+        """
+        world, goal = self._world, self._goal
+        name, args = self._call
+        if name in ("find_and_take", "use_lamp"):
+            # A search step: every receptacle it was sent to is now seen, and none holds what it looks for (the
+            # object would be in hand; the lamp, switched on, would have ended the task).
+            kind = goal.obj if name == "find_and_take" else goal.lamp
+            if name == "find_and_take" and world.holding and kind_of(world.holding) == kind:
+                return True
+            searched = [r for r in world.receptacles if f" {args[1]} " in f" {r} "]
+            return (
+                all(r in world.contents for r in searched)
+                and not world.where_is(kind, [r for r in world.receptacles if r not in searched])[1]
+            )
+        # place_in and the *_then_place skills end with the object put down, treated for the latter.
+        return not world.holding and (name == "place_in" or world.treated)
 
     def _learn_put_form(self, admissible: Sequence[str]) -> None:
         for command in admissible:
@@ -350,11 +380,21 @@ class AlfworldExpert:
         return [recep for _, recep in sorted(pending, key=rank)]
 
     def _appliance(self) -> str:
+        """The receptacle to clean / heat / cool in: the first of :meth:`_appliances` not yet found unusable."""
+        return next((r for r in self._appliances() if r not in self._world.unusable), "")
+
+    def _appliances(self) -> list[str]:
+        """Every receptacle, the likeliest appliances first.
+
+        By :data:`APPLIANCES` type (exact, then a name that holds the type, e.g. ``sinkbasinbasin 1``), then the
+        other receptacles, which only appliances that all did nothing lead to.
+        """
+        receptacles = self._world.receptacles
+        ranked = []
         for kind in APPLIANCES.get(self._goal.action, ()):
-            for recep in self._world.receptacles:
-                if kind_of(recep) == kind:
-                    return recep
-        return ""
+            ranked += [r for r in receptacles if kind_of(r) == kind]
+            ranked += [r for r in receptacles if kind in kind_of(r) and kind_of(r) != kind]
+        return list(dict.fromkeys(ranked + receptacles))
 
     def _goal_receptacle(self) -> str:
         if not self._target:
@@ -403,11 +443,16 @@ class AlfworldExpert:
             return f"use {lamp}" if world.location == recep else f"go to {recep}"
         if stage == "treat":
             tool = self._appliance()
-            if not tool:
+            if not tool:  # every receptacle refused: nothing in this room can do it
                 return "look"
             if world.location != tool:
                 return f"go to {tool}"
-            return f"{goal.action} {world.holding} with {tool}"
+            command = f"{goal.action} {world.holding} with {tool}"
+            # The game admits the command only where it works: elsewhere, try the next receptacle unsent.
+            if admissible and command not in admissible:
+                world.unusable.add(tool)
+                return self._plain_command(admissible)
+            return command
         place = self._goal_receptacle()
         if world.location != place:
             return f"go to {place}"
@@ -466,6 +511,7 @@ class AlfworldExpert:
         if name not in self.skills or name in self._broken or attempt in self._tried:
             return None
         self._tried.add(attempt)
+        self._call = (name, args)
         call = f"call {name}({', '.join(args)})"
         library = {entry.get("name") for entry in info.get("skill_library", [])}
         if name in library:

@@ -7,7 +7,7 @@ from alfworld.gen import goal_library
 
 from sage_envs.chain import SageChainEnv
 from sage_envs.domains.alfworld.domain import TASK_TYPES, AlfworldDomain
-from sage_envs.domains.alfworld.expert import SKILLS, AlfworldExpert, parse_task
+from sage_envs.domains.alfworld.expert import APPLIANCES, SKILLS, AlfworldExpert, parse_task
 from sage_envs.domains.alfworld.official import official_tasks
 from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
 from sage_envs.skills import parse_definition
@@ -141,3 +141,98 @@ def test_plain_expert_solves_a_generated_game(tmp_path) -> None:
     task = domain.chains("valid_seen", 1)[0][0]
     won, steps = play_plain(domain.load(task).game_file)
     assert won, f"{task.task_id} not solved in {steps} steps"
+
+
+BATHROOM = (
+    "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. "
+    "Looking quickly around you, you see a bathtubbasin 1, a garbagecan 1, a shelf 1, a sinkbasin 1, "
+    "and a toilet 1.\n\n"
+    "Your task is to: put a clean soapbar in shelf."
+)
+
+
+def test_a_call_that_falls_short_is_replanned_with_commands() -> None:
+    """A valid clean_then_place whose sink did nothing put the soap down dirty: the expert must not call again.
+
+    Before the fix it took the soap back with find_and_take and sent the same clean_then_place, turn after turn.
+    """
+    expert = AlfworldExpert()
+    task = "put a clean soapbar in shelf"
+    info = {"admissible_commands": [], "new_task": True, "skill_library": [], "action_valid": True}
+    assert expert.act({"observation": BATHROOM, "task": task, "skills": ""}, info).endswith(
+        "call find_and_take(soapbar, bathtubbasin 1)"
+    )
+    info = {**info, "new_task": False, "skill_library": [{"name": "find_and_take"}]}
+
+    def turn(trace: str, admissible: tuple[str, ...] = ()) -> str:
+        return expert.act(
+            {"observation": trace, "task": task, "skills": ""}, {**info, "admissible_commands": admissible}
+        )
+
+    took = turn(
+        "> go to bathtubbasin 1\nYou arrive at bathtubbasin 1. On the bathtubbasin 1, you see a soapbar 1.\n"
+        "> take soapbar 1 from bathtubbasin 1\nYou pick up the soapbar 1 from the bathtubbasin 1."
+    )
+    assert took.endswith("call clean_then_place(soapbar 1, sinkbasin 1, shelf 1)")
+    failed = (
+        "> go to sinkbasin 1\nYou arrive at sinkbasin 1. On the sinkbasin 1, you see nothing.\n"
+        "> clean soapbar 1 with sinkbasin 1\nNothing happens.\n"
+        "> go to shelf 1\nYou arrive at shelf 1. On the shelf 1, you see nothing.\n"
+        "> move soapbar 1 to shelf 1\nYou move the soapbar 1 to the shelf 1."
+    )
+    assert turn(failed) == "take soapbar 1 from shelf 1"  # from what the trace showed, not another call
+    assert turn("You pick up the soapbar 1 from the shelf 1.") == "go to bathtubbasin 1"  # the next appliance
+    arrived = "You arrive at bathtubbasin 1. On the bathtubbasin 1, you see nothing."
+    clean = "clean soapbar 1 with bathtubbasin 1"
+    snapshot = (set(expert._world.unusable), expert._world.location)
+    # Where the game does not admit the command, the expert moves on without sending it ...
+    assert turn(arrived, ("go to garbagecan 1", "examine bathtubbasin 1")) == "go to garbagecan 1"
+    expert._world.unusable, expert._world.location = snapshot
+    expert._last_action = "go to bathtubbasin 1"
+    # ... and where it does, it cleans, then carries the soap to the shelf with commands.
+    assert turn(arrived, (clean, "go to shelf 1")) == clean
+    assert turn("You clean the soapbar 1 using the bathtubbasin 1.") == "go to shelf 1"
+
+
+def play_generated_chain(domain: AlfworldDomain, chain: int) -> tuple[list[bool], list[str]]:
+    """Play one generated valid_seen chain with the skill expert as the leaderboard does; (successes, actions)."""
+    env = SageChainEnv(domain, chain_length=2, split="valid_seen", max_steps_per_task=30)
+    expert = AlfworldExpert()
+    observation, info = env.reset(options={"chain": chain})
+    expert.reset()
+    actions, terminated = [], False
+    while not terminated:
+        actions.append(expert.act(observation, info))
+        observation, _, terminated, _, info = env.step(actions[-1])
+    env.close()
+    return info["chain_successes"], actions
+
+
+def test_expert_solves_the_generated_chains_it_lost_on_the_leaderboard(tmp_path) -> None:
+    """Generated valid_seen chains 37 and 63 (leaderboard entry before the fix: 30 turns of looping, 1 task lost each).
+
+    Their bathrooms name the sink ``sinkbasinbasin 1``: the expert took the bathtub (chain 37, which cannot clean
+    there) or found no sink at all (chain 63, then sent ``look`` 27 times).
+    """
+    domain = AlfworldDomain(cache_dir=tmp_path)
+    for chain in (37, 63):
+        successes, actions = play_generated_chain(domain, chain)
+        assert successes == [True, True], (chain, actions)
+        assert any("sinkbasinbasin 1" in action for action in actions)
+
+
+def test_expert_recovers_when_its_appliance_cannot_clean(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bathtub first (a wrong belief): its clean_then_place falls short, and commands finish the task."""
+    monkeypatch.setitem(APPLIANCES, "clean", ("bathtubbasin", "sinkbasin"))
+    successes, actions = play_generated_chain(AlfworldDomain(cache_dir=tmp_path), 37)
+    assert successes == [True, True], actions
+    failed = actions.index(
+        next(a for a in actions if a.endswith("call clean_then_place(soapbar 1, bathtubbasin 1, shelf 2)"))
+    )
+    assert actions[failed + 1 :] == [
+        "take soapbar 1 from shelf 2",
+        "go to sinkbasinbasin 1",
+        "clean soapbar 1 with sinkbasinbasin 1",
+        "go to shelf 2",
+        "move soapbar 1 to shelf 2",
+    ]
