@@ -51,10 +51,14 @@ _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 
 @dataclass(frozen=True)
 class Limits:
-    """Hard limits on programs and calls; every violation is an invalid action with a clear message."""
+    """Hard limits on programs and turns; every violation is an invalid action with a clear message.
+
+    The run-time limits are per turn: one turn's skill calls (a plain call, or every trailing call of a definition)
+    and all the calls nested in them share one budget of statements, primitive steps and loop iterations.
+    """
 
     max_primitive_steps_per_call: int = 60
-    """Primitive commands one top-level call may execute, nested calls included."""
+    """Primitive commands one turn may execute, all its calls (trailing and nested) together."""
     max_call_depth: int = 4
     """Nesting of calls; the top-level call is depth 1 (this also stops unbounded recursion)."""
     max_program_lines: int = 60
@@ -62,7 +66,9 @@ class Limits:
     max_program_chars: int = 4000
     """Characters of a definition text; also caps any text built by substitution at run time."""
     max_loop_iterations: int = 200
-    """``for`` iterations one top-level call may run, nested loops and calls included."""
+    """``for`` iterations one turn may run, all its calls, nested loops included, together."""
+    max_statements_per_turn: int = 2000
+    """Statements one turn may execute (each command, call, for, if, break, return, and the turn's call lines)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -71,6 +77,7 @@ class Limits:
             "max_program_lines",
             "max_program_chars",
             "max_loop_iterations",
+            "max_statements_per_turn",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -438,7 +445,7 @@ def parse_definition(text: str, limits: Limits = Limits()) -> tuple[Skill, list[
 # ---------------------------------------------------------------- interpreter
 @dataclass
 class CallResult:
-    """What one top-level skill call did."""
+    """What one turn's skill calls did (one call, or a definition's trailing calls), nested calls included."""
 
     trace: list[tuple[str, str]] = field(default_factory=list)
     """``(command, feedback)`` for every primitive executed, in order."""
@@ -446,14 +453,16 @@ class CallResult:
     """Every skill entered, top-level and nested, in call order (with repeats)."""
     primitive_steps: int = 0
     """Primitive commands executed (``len(trace)``)."""
+    statements: int = 0
+    """Statements executed, counted against ``Limits.max_statements_per_turn`` (each call line counts one)."""
     error: str | None = None
-    """None on success, else why the call stopped (steps already executed stay in ``trace``)."""
+    """None on success, else why the turn stopped (steps already executed stay in ``trace``)."""
     done: bool = False
-    """The call stopped because ``execute`` reported the task ended."""
+    """The turn stopped because ``execute`` reported the task ended."""
 
 
 class _Stop(Exception):
-    """Ends the whole top-level call: with an error message, or with ``error=None`` when the task is done."""
+    """Ends the whole turn: with an error message, or with ``error=None`` when the task is done."""
 
     def __init__(self, error: str | None):
         super().__init__(error)
@@ -469,7 +478,7 @@ class _ReturnSignal(Exception):
 
 
 class _Interpreter:
-    """Walks parsed programs; one instance per top-level call, holding that call's counters."""
+    """Walks parsed programs; one instance per turn, holding that turn's counters (one budget for all its calls)."""
 
     def __init__(
         self,
@@ -477,14 +486,40 @@ class _Interpreter:
         execute: Callable[[str], tuple[str, bool]],
         entities: Callable[[], Mapping[str, Sequence[str]]],
         limits: Limits,
+        pending: Skill | None,
     ):
         self.library = library
         self.execute = execute
         self.entities = entities
         self.limits = limits
+        self.pending = pending
         self.result = CallResult()
         self.iterations = 0
-        self.observation = ""  # feedback of the most recent primitive of this top-level call
+        self.observation = ""  # feedback of the most recent primitive of this turn
+        # The collections can only change when a primitive runs, so loops between two primitives share one read
+        # (nested loops would otherwise ask the engine once per outer iteration).
+        self.collections: Mapping[str, Sequence[str]] | None = None
+
+    def count(self, where: str) -> None:
+        """Count one executed statement (or call line) against the turn's statement budget."""
+        if self.result.statements >= self.limits.max_statements_per_turn:
+            raise _Stop(
+                f"{where}: statement limit reached ({self.limits.max_statements_per_turn} per turn, "
+                "calls and loop bodies included)"
+            )
+        self.result.statements += 1
+
+    def lookup(self, name: str) -> Skill:
+        """The latest version of ``name``: the pending definition first, then the library."""
+        if self.pending is not None and name == self.pending.name:
+            return self.pending
+        try:
+            return self.library.get(name)
+        except UnknownSkillError as error:
+            if self.pending is None:
+                raise _Stop(str(error)) from None
+            known = [*self.library.names(), self.pending.name]
+            raise _Stop(f"unknown skill {name!r} (known: {', '.join(known)}).{suggest(name, known)}") from None
 
     def call(self, name: str, args: list[str], depth: int) -> None:
         """Enter skill ``name`` with ``args`` at call depth ``depth`` (1 = top level)."""
@@ -493,10 +528,7 @@ class _Interpreter:
                 f"calling {name!r} would exceed the call depth limit ({self.limits.max_call_depth}); "
                 "is the skill recursive?"
             )
-        try:
-            skill = self.library.get(name)
-        except UnknownSkillError as error:
-            raise _Stop(str(error)) from None
+        skill = self.lookup(name)
         if skill.kind != "program":
             raise _Stop(f"{name!r} is a guidance skill; only program skills can be called")
         try:
@@ -522,9 +554,10 @@ class _Interpreter:
         return "".join(pieces)
 
     def block(self, statements: tuple[_Statement, ...], env: dict[str, str], name: str, depth: int) -> None:
-        """Run statements in order."""
+        """Run statements in order, each counted against the turn's statement budget."""
         for statement in statements:
             where = f"skill {name!r} line {statement.line}"
+            self.count(where)
             if isinstance(statement, _Command):
                 self.command(self.substitute(statement.text, env, where), where)
             elif isinstance(statement, _Call):
@@ -547,12 +580,14 @@ class _Interpreter:
                 raise _ReturnSignal
 
     def command(self, command: str, where: str) -> None:
-        """Execute one primitive command, enforcing the per-call step limit."""
+        """Execute one primitive command, enforcing the per-turn step limit."""
         if self.result.primitive_steps >= self.limits.max_primitive_steps_per_call:
             raise _Stop(
-                f"{where}: primitive step limit reached ({self.limits.max_primitive_steps_per_call} per call)"
+                f"{where}: primitive step limit reached ({self.limits.max_primitive_steps_per_call} per turn, "
+                "all calls together)"
             )
         feedback, done = self.execute(command)
+        self.collections = None
         self.result.trace.append((command, feedback))
         self.result.primitive_steps += 1
         self.observation = feedback
@@ -560,8 +595,10 @@ class _Interpreter:
             raise _Stop(None)
 
     def loop(self, statement: _For, env: dict[str, str], name: str, depth: int, where: str) -> None:
-        """Run a for loop over a domain collection resolved now (the world may have changed since)."""
-        collections = self.entities()
+        """Run a for loop over a domain collection as it is now (the world may have changed since the turn began)."""
+        if self.collections is None:
+            self.collections = self.entities()
+        collections = self.collections
         if statement.collection not in collections:
             known = ", ".join(sorted(collections)) or "none"
             raise _Stop(
@@ -572,12 +609,57 @@ class _Interpreter:
             self.iterations += 1
             if self.iterations > self.limits.max_loop_iterations:
                 raise _Stop(
-                    f"{where}: loop iteration limit reached ({self.limits.max_loop_iterations} per call)"
+                    f"{where}: loop iteration limit reached ({self.limits.max_loop_iterations} per turn, "
+                    "all loops together)"
                 )
             try:
                 self.block(statement.body, {**env, statement.var: str(item)}, name, depth)
             except _BreakSignal:
                 break
+
+
+def run_calls(
+    library: SkillLibrary,
+    calls: Sequence[tuple[str, Sequence[str]]],
+    *,
+    execute: Callable[[str], tuple[str, bool]],
+    entities: Callable[[], Mapping[str, Sequence[str]]],
+    limits: Limits = Limits(),  # noqa: B008
+    pending: Skill | None = None,
+) -> CallResult:
+    """Run one turn's program-skill calls in order, under one budget, executing primitives through ``execute``.
+
+    Every call line, every executed statement and every nested call counts against the turn's
+    ``max_statements_per_turn``; primitive steps, loop iterations and statements are counted over all the calls
+    together, so splitting work across call lines gains nothing. The first error or the task ending stops the turn.
+
+    The library is not modified (the caller counts uses with :meth:`SkillLibrary.record_use` and stores
+    definitions). Every skill is re-parsed from its current ``source`` (parses are cached by source text).
+
+    Args:
+        library: where skills are looked up, by latest version.
+        calls: ``(name, args)`` pairs, e.g. the trailing calls of a definition, or one call.
+        execute: runs one primitive command and returns ``(feedback, task_done)``.
+        entities: returns the domain's named entity collections; read when a ``for`` loop starts (again only
+            after a primitive has run since the last read).
+        limits: the hard limits.
+        pending: a definition not stored yet (a definition's trailing calls try it before it is stored): calls
+            of its name run it instead of the library's version.
+
+    Returns:
+        A :class:`CallResult`. Runtime violations (unknown skill or collection, wrong argument count, depth,
+        statement, step or loop-iteration limit) set ``error`` and stop the turn; ``task_done`` stops it with
+        ``done=True`` and no error. Commands executed before a stop stay in ``trace``.
+    """
+    interpreter = _Interpreter(library, execute, entities, limits, pending)
+    try:
+        for position, (name, args) in enumerate(calls, 1):
+            interpreter.count(f"call line {position} ({name})")
+            interpreter.call(name, list(args), 1)
+    except _Stop as stop:
+        interpreter.result.error = stop.error
+        interpreter.result.done = stop.error is None
+    return interpreter.result
 
 
 def run_call(
@@ -589,28 +671,17 @@ def run_call(
     entities: Callable[[], Mapping[str, Sequence[str]]],
     limits: Limits = Limits(),  # noqa: B008
 ) -> CallResult:
-    """Run program skill ``name`` with ``args``, executing primitives through ``execute``.
-
-    The library is not modified (the caller counts uses with :meth:`SkillLibrary.record_use`). Every skill is
-    re-parsed from its current ``source`` in the library (parses are cached by source text).
+    """Run program skill ``name`` with ``args`` as a turn of its own: :func:`run_calls` with one call.
 
     Args:
         library: where skills are looked up, by latest version.
         name: the skill to call.
         args: its arguments, one per parameter.
         execute: runs one primitive command and returns ``(feedback, task_done)``.
-        entities: returns the domain's named entity collections; called at the start of every ``for`` loop.
+        entities: returns the domain's named entity collections (see :func:`run_calls`).
         limits: the hard limits.
 
     Returns:
-        A :class:`CallResult`. Runtime violations (unknown skill or collection, wrong argument count, depth,
-        step or loop-iteration limit) set ``error`` and stop the call; ``task_done`` stops it with
-        ``done=True`` and no error. Commands executed before a stop stay in ``trace``.
+        A :class:`CallResult` (see :func:`run_calls`).
     """
-    interpreter = _Interpreter(library, execute, entities, limits)
-    try:
-        interpreter.call(name, list(args), 1)
-    except _Stop as stop:
-        interpreter.result.error = stop.error
-        interpreter.result.done = stop.error is None
-    return interpreter.result
+    return run_calls(library, [(name, args)], execute=execute, entities=entities, limits=limits)

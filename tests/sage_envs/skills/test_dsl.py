@@ -388,7 +388,7 @@ def test_step_limit():
     world = FakeWorld()
     result = run(library(text), "f", [], world, Limits(max_primitive_steps_per_call=3))
     assert result.primitive_steps == 3 and len(result.trace) == 3 and world.commands == ["step"] * 3
-    assert "primitive step limit reached (3 per call)" in result.error and "line 5" in result.error
+    assert "primitive step limit reached (3 per turn" in result.error and "line 5" in result.error
     assert not result.done
     exact = run(library(text), "f", [], FakeWorld(), Limits(max_primitive_steps_per_call=5))
     assert exact.error is None and exact.primitive_steps == 5
@@ -434,7 +434,7 @@ def test_loop_iteration_limit_counts_nested_loops():
     # 3 outer + 9 inner iterations = 12.
     assert run(library(text), "f", [], world, Limits(max_loop_iterations=12)).error is None
     result = run(library(text), "f", [], world, Limits(max_loop_iterations=11))
-    assert "loop iteration limit reached (11 per call)" in result.error
+    assert "loop iteration limit reached (11 per turn" in result.error
     assert world.commands == []
 
 
