@@ -119,7 +119,7 @@ class SageChainEnv(gym.Env):
             skills: ``program``, ``guidance``, ``both`` or ``none``.
             library_scope: ``chain`` (empty library at each reset) or ``persistent`` (kept across resets).
             expert_plan: add ``info["expert_plan"]``, the expert's next commands from the current state.
-            limits: hard limits of the skill DSL (steps per call, call depth, program size).
+            limits: hard limits of the skill DSL (statements, steps and loop iterations per turn, call depth, size).
             max_library_size: the most skills the library may hold.
             render_mode: ``None`` or ``"ansi"``.
         """
