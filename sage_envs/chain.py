@@ -12,8 +12,8 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from sage_envs.domain import SPLITS, Domain, TaskGame, TaskSpec
-from sage_envs.error import InvalidConfigError, ResetNeededError, SkillError
-from sage_envs.skills import Limits, SkillLibrary, parse_call, parse_definition, run_call
+from sage_envs.error import InvalidConfigError, ResetNeededError, SkillError, SkillLimitError
+from sage_envs.skills import Limits, Skill, SkillLibrary, parse_call, parse_definition, run_calls
 
 SKILL_MODES = ("program", "guidance", "both", "none")
 LIBRARY_SCOPES = ("chain", "persistent")
@@ -137,7 +137,7 @@ class SageChainEnv(gym.Env):
             skills: ``program``, ``guidance``, ``both`` or ``none``.
             library_scope: ``chain`` (empty library at each reset) or ``persistent`` (kept across resets).
             expert_plan: add ``info["expert_plan"]``, the expert's next commands from the current state.
-            limits: hard limits of the skill DSL (steps per call, call depth, program size).
+            limits: hard limits of the skill DSL (statements, steps and loop iterations per turn, call depth, size).
             max_library_size: the most skills the library may hold.
             render_mode: ``None`` or ``"ansi"``.
         """
@@ -343,38 +343,52 @@ class SageChainEnv(gym.Env):
         )
 
     def _define(self, text: str) -> _Outcome:
+        """Store a definition; with trailing calls, store it only when they all ran without an error."""
         skill, calls = parse_definition(text, self.limits)
         skill.created_in_task = self._task_index
         skill.created_in_chain = self._chain_counter
         skill.provenance.setdefault("task_id", self._task.task_id)
-        stored = self.library.add(skill)
-        observation = f"Defined skill {stored.signature} (version {stored.version})."
         if not calls:
+            stored = self.library.add(skill)
+            observation = f"Defined skill {stored.signature} (version {stored.version})."
             return _Outcome(observation, False, "define", True, "", 0, skills_created=[stored.name])
-        outcome = self._run_calls(calls)
-        outcome.observation = f"{observation}\n{outcome.observation}"
-        outcome.kind = "define" if outcome.valid else "invalid"
+        if skill.name not in self.library and len(self.library) >= self.library.max_size:
+            raise SkillLimitError(
+                f"the skill library is full ({self.library.max_size} skills) and {skill.name!r} is a new name, "
+                "so its calls were not run; redefine an existing skill instead."
+            )
+        # The calls try the definition before it is stored (SAGE's create: define, call, save on success).
+        outcome = self._run_calls(calls, pending=skill)
+        if not outcome.valid:
+            outcome.observation = f"Skill {skill.signature} was not stored: a call failed.\n{outcome.observation}"
+            # Not stored, so its runs are no use of a library skill (of an older version, say).
+            outcome.skills_used = [name for name in outcome.skills_used if name != skill.name]
+            return outcome
+        stored = self.library.add(skill)
+        outcome.observation = f"Defined skill {stored.signature} (version {stored.version}).\n{outcome.observation}"
+        outcome.kind = "define"
         outcome.skills_created = [stored.name]
         return outcome
 
     def _call(self, name: str, args: list[str]) -> _Outcome:
         return self._run_calls([(name, args)])
 
-    def _run_calls(self, calls: list[tuple[str, list[str]]]) -> _Outcome:
-        lines, used, steps, won = [], [], 0, False
-        for name, args in calls:  # a definition may be followed by several calls; a win or an error stops them
-            result = run_call(
-                self.library, name, args, execute=self._execute, entities=self._game.entities, limits=self.limits
-            )
-            lines += [f"> {command}\n{feedback}" for command, feedback in result.trace]
-            used += result.skills_called
-            steps += result.primitive_steps
-            won = result.done  # the interpreter stops exactly when a primitive step won the task
-            if result.error is not None:
-                lines.append(f"Skill error: {result.error}")
-                return _Outcome("\n".join(lines), won, "invalid", False, result.error, steps, skills_used=used)
-            if result.done:
-                break
+    def _run_calls(self, calls: list[tuple[str, list[str]]], pending: Skill | None = None) -> _Outcome:
+        """Run one turn's calls under one budget; an error or a win stops the turn."""
+        result = run_calls(
+            self.library,
+            calls,
+            execute=self._execute,
+            entities=self._game.entities,
+            limits=self.limits,
+            pending=pending,
+        )
+        lines = [f"> {command}\n{feedback}" for command, feedback in result.trace]
+        steps, used = result.primitive_steps, result.skills_called
+        won = result.done  # the interpreter stops exactly when a primitive step won the task
+        if result.error is not None:
+            lines.append(f"Skill error: {result.error}")
+            return _Outcome("\n".join(lines), won, "invalid", False, result.error, steps, skills_used=used)
         return _Outcome("\n".join(lines), won, "call", True, "", steps, skills_used=used)
 
     def _execute(self, command: str) -> tuple[str, bool]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sage_envs.skills.dsl import CallResult, Limits, parse_call, parse_definition, run_call
+from sage_envs.skills.dsl import CallResult, Limits, parse_call, parse_definition, run_call, run_calls
 from sage_envs.skills.library import SkillLibrary
 from sage_envs.skills.skill import Skill, set_source_parser
 from sage_envs.skills.skillmd import read_library_dir, read_skill_dir, write_skill_dir
@@ -20,5 +20,6 @@ __all__ = [
     "read_library_dir",
     "read_skill_dir",
     "run_call",
+    "run_calls",
     "write_skill_dir",
 ]

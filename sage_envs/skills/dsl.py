@@ -40,6 +40,9 @@ MAX_BLOCK_DEPTH = 8
 """How deeply ``for`` / ``if`` blocks may nest; bounds the parser's and interpreter's recursion."""
 MAX_CALL_DEPTH_CAP = 16
 """The largest ``Limits.max_call_depth`` accepted; bounds the interpreter's recursion."""
+TEXT_CHARS_PER_STATEMENT = 1000
+"""A statement counts once more against ``max_statements_per_turn`` per this many characters it substitutes or
+searches (a test on 4000-character texts costs ~50 us against ~3 us for a short one)."""
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _HEADER_RE = re.compile(r"skill\s+(?P<name>[^\s(]+)\s*\((?P<params>[^()]*)\)\s*(?P<colon>:?)")
@@ -55,10 +58,14 @@ _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 
 @dataclass(frozen=True)
 class Limits:
-    """Hard limits on programs and calls; every violation is an invalid action with a clear message."""
+    """Hard limits on programs and turns; every violation is an invalid action with a clear message.
+
+    The run-time limits are per turn: one turn's skill calls (a plain call, or every trailing call of a definition)
+    and all the calls nested in them share one budget of statements, primitive steps and loop iterations.
+    """
 
     max_primitive_steps_per_call: int = 60
-    """Primitive commands one top-level call may execute, nested calls included."""
+    """Primitive commands one turn may execute, all its calls (trailing and nested) together."""
     max_call_depth: int = 4
     """Nesting of calls; the top-level call is depth 1 (this also stops unbounded recursion)."""
     max_program_lines: int = 60
@@ -66,7 +73,9 @@ class Limits:
     max_program_chars: int = 4000
     """Characters of a definition text; also caps any text built by substitution at run time."""
     max_loop_iterations: int = 200
-    """``for`` iterations one top-level call may run, nested loops and calls included."""
+    """``for`` iterations one turn may run, all its calls, nested loops included, together."""
+    max_statements_per_turn: int = 1000
+    """Statements one turn may execute: every command, call, for, if, break, return and call line (long texts more)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -75,6 +84,7 @@ class Limits:
             "max_program_lines",
             "max_program_chars",
             "max_loop_iterations",
+            "max_statements_per_turn",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -442,7 +452,7 @@ def parse_definition(text: str, limits: Limits = Limits()) -> tuple[Skill, list[
 # ---------------------------------------------------------------- interpreter
 @dataclass
 class CallResult:
-    """What one top-level skill call did."""
+    """What one turn's skill calls did (one call, or a definition's trailing calls), nested calls included."""
 
     trace: list[tuple[str, str]] = field(default_factory=list)
     """``(command, feedback)`` for every primitive executed, in order."""
@@ -450,14 +460,16 @@ class CallResult:
     """Every skill entered, top-level and nested, in call order (with repeats)."""
     primitive_steps: int = 0
     """Primitive commands executed (``len(trace)``)."""
+    statements: int = 0
+    """Statements executed, counted against ``Limits.max_statements_per_turn`` (each call line counts one)."""
     error: str | None = None
-    """None on success, else why the call stopped (steps already executed stay in ``trace``)."""
+    """None on success, else why the turn stopped (steps already executed stay in ``trace``)."""
     done: bool = False
-    """The call stopped because ``execute`` reported the task ended."""
+    """The turn stopped because ``execute`` reported the task ended."""
 
 
 class _Stop(Exception):
-    """Ends the whole top-level call: with an error message, or with ``error=None`` when the task is done."""
+    """Ends the whole turn: with an error message, or with ``error=None`` when the task is done."""
 
     def __init__(self, error: str | None):
         super().__init__(error)
@@ -473,7 +485,7 @@ class _ReturnSignal(Exception):
 
 
 class _Interpreter:
-    """Walks parsed programs; one instance per top-level call, holding that call's counters."""
+    """Walks parsed programs; one instance per turn, holding that turn's counters (one budget for all its calls)."""
 
     def __init__(
         self,
@@ -481,14 +493,40 @@ class _Interpreter:
         execute: Callable[[str], tuple[str, bool]],
         entities: Callable[[], Mapping[str, Sequence[str]]],
         limits: Limits,
+        pending: Skill | None,
     ):
         self.library = library
         self.execute = execute
         self.entities = entities
         self.limits = limits
+        self.pending = pending
         self.result = CallResult()
         self.iterations = 0
-        self.observation = ""  # feedback of the most recent primitive of this top-level call
+        self.observation = ""  # feedback of the most recent primitive of this turn
+        # The collections can only change when a primitive runs, so loops between two primitives share one read
+        # (nested loops would otherwise ask the engine once per outer iteration).
+        self.collections: Mapping[str, Sequence[str]] | None = None
+
+    def count(self, where: str, cost: int = 1) -> None:
+        """Count ``cost`` statements (one statement or call line, or its long texts) against the turn's budget."""
+        if self.result.statements + cost > self.limits.max_statements_per_turn:
+            raise _Stop(
+                f"{where}: statement limit reached ({self.limits.max_statements_per_turn} per turn, calls and loop "
+                f"bodies included; a text counts once more per {TEXT_CHARS_PER_STATEMENT} characters)"
+            )
+        self.result.statements += cost
+
+    def lookup(self, name: str) -> Skill:
+        """The latest version of ``name``: the pending definition first, then the library."""
+        if self.pending is not None and name == self.pending.name:
+            return self.pending
+        try:
+            return self.library.get(name)
+        except UnknownSkillError as error:
+            if self.pending is None:
+                raise _Stop(str(error)) from None
+            known = [*self.library.names(), self.pending.name]
+            raise _Stop(f"unknown skill {name!r} (known: {', '.join(known)}).{suggest(name, known)}") from None
 
     def call(self, name: str, args: list[str], depth: int) -> None:
         """Enter skill ``name`` with ``args`` at call depth ``depth`` (1 = top level)."""
@@ -497,10 +535,7 @@ class _Interpreter:
                 f"calling {name!r} would exceed the call depth limit ({self.limits.max_call_depth}); "
                 "is the skill recursive?"
             )
-        try:
-            skill = self.library.get(name)
-        except UnknownSkillError as error:
-            raise _Stop(str(error)) from None
+        skill = self.lookup(name)
         if skill.kind != "program":
             raise _Stop(f"{name!r} is a guidance skill; only program skills can be called")
         try:
@@ -520,15 +555,19 @@ class _Interpreter:
     def substitute(self, template: Template, env: Mapping[str, str], where: str) -> str:
         """Fill a template's placeholders; the result may not exceed ``max_program_chars``."""
         pieces = [part if i % 2 == 0 else env[part] for i, part in enumerate(template)]
+        size = sum(map(len, pieces))
         # Arguments feed arguments, so without this cap nested calls could grow text exponentially.
-        if sum(map(len, pieces)) > self.limits.max_program_chars:
+        if size > self.limits.max_program_chars:
             raise _Stop(f"{where}: substituted text exceeds {self.limits.max_program_chars} characters")
+        if size >= TEXT_CHARS_PER_STATEMENT:
+            self.count(where, size // TEXT_CHARS_PER_STATEMENT)
         return "".join(pieces)
 
     def block(self, statements: tuple[_Statement, ...], env: dict[str, str], name: str, depth: int) -> None:
-        """Run statements in order."""
+        """Run statements in order, each counted against the turn's statement budget."""
         for statement in statements:
             where = f"skill {name!r} line {statement.line}"
+            self.count(where)
             if isinstance(statement, _Command):
                 self.command(self.substitute(statement.text, env, where), where)
             elif isinstance(statement, _Call):
@@ -538,11 +577,12 @@ class _Interpreter:
                 self.loop(statement, env, name, depth, where)
             elif isinstance(statement, _If):
                 needle = self.substitute(statement.needle, env, where)
-                haystack = (
-                    self.observation
-                    if statement.haystack is None
-                    else self.substitute(statement.haystack, env, where)
-                )
+                if statement.haystack is None:
+                    haystack = self.observation
+                    if len(haystack) >= TEXT_CHARS_PER_STATEMENT:
+                        self.count(where, len(haystack) // TEXT_CHARS_PER_STATEMENT)
+                else:
+                    haystack = self.substitute(statement.haystack, env, where)
                 branch = (needle in haystack) != statement.negate
                 self.block(statement.then if branch else statement.orelse, env, name, depth)
             elif isinstance(statement, _Break):
@@ -551,12 +591,14 @@ class _Interpreter:
                 raise _ReturnSignal
 
     def command(self, command: str, where: str) -> None:
-        """Execute one primitive command, enforcing the per-call step limit."""
+        """Execute one primitive command, enforcing the per-turn step limit."""
         if self.result.primitive_steps >= self.limits.max_primitive_steps_per_call:
             raise _Stop(
-                f"{where}: primitive step limit reached ({self.limits.max_primitive_steps_per_call} per call)"
+                f"{where}: primitive step limit reached ({self.limits.max_primitive_steps_per_call} per turn, "
+                "all calls together)"
             )
         feedback, done = self.execute(command)
+        self.collections = None
         self.result.trace.append((command, feedback))
         self.result.primitive_steps += 1
         self.observation = feedback
@@ -564,8 +606,10 @@ class _Interpreter:
             raise _Stop(None)
 
     def loop(self, statement: _For, env: dict[str, str], name: str, depth: int, where: str) -> None:
-        """Run a for loop over a domain collection resolved now (the world may have changed since)."""
-        collections = self.entities()
+        """Run a for loop over a domain collection as it is now (the world may have changed since the turn began)."""
+        if self.collections is None:
+            self.collections = self.entities()
+        collections = self.collections
         if statement.collection not in collections:
             known = ", ".join(sorted(collections)) or "none"
             raise _Stop(
@@ -576,12 +620,57 @@ class _Interpreter:
             self.iterations += 1
             if self.iterations > self.limits.max_loop_iterations:
                 raise _Stop(
-                    f"{where}: loop iteration limit reached ({self.limits.max_loop_iterations} per call)"
+                    f"{where}: loop iteration limit reached ({self.limits.max_loop_iterations} per turn, "
+                    "all loops together)"
                 )
             try:
                 self.block(statement.body, {**env, statement.var: str(item)}, name, depth)
             except _BreakSignal:
                 break
+
+
+def run_calls(
+    library: SkillLibrary,
+    calls: Sequence[tuple[str, Sequence[str]]],
+    *,
+    execute: Callable[[str], tuple[str, bool]],
+    entities: Callable[[], Mapping[str, Sequence[str]]],
+    limits: Limits = Limits(),  # noqa: B008
+    pending: Skill | None = None,
+) -> CallResult:
+    """Run one turn's program-skill calls in order, under one budget, executing primitives through ``execute``.
+
+    Every call line, every executed statement and every nested call counts against the turn's
+    ``max_statements_per_turn``; primitive steps, loop iterations and statements are counted over all the calls
+    together, so splitting work across call lines gains nothing. The first error or the task ending stops the turn.
+
+    The library is not modified (the caller counts uses with :meth:`SkillLibrary.record_use` and stores
+    definitions). Every skill is re-parsed from its current ``source`` (parses are cached by source text).
+
+    Args:
+        library: where skills are looked up, by latest version.
+        calls: ``(name, args)`` pairs, e.g. the trailing calls of a definition, or one call.
+        execute: runs one primitive command and returns ``(feedback, task_done)``.
+        entities: returns the domain's named entity collections; read when a ``for`` loop starts (again only
+            after a primitive has run since the last read).
+        limits: the hard limits.
+        pending: a definition not stored yet (a definition's trailing calls try it before it is stored): calls
+            of its name run it instead of the library's version.
+
+    Returns:
+        A :class:`CallResult`. Runtime violations (unknown skill or collection, wrong argument count, depth,
+        statement, step or loop-iteration limit) set ``error`` and stop the turn; ``task_done`` stops it with
+        ``done=True`` and no error. Commands executed before a stop stay in ``trace``.
+    """
+    interpreter = _Interpreter(library, execute, entities, limits, pending)
+    try:
+        for position, (name, args) in enumerate(calls, 1):
+            interpreter.count(f"call line {position} ({name})")
+            interpreter.call(name, list(args), 1)
+    except _Stop as stop:
+        interpreter.result.error = stop.error
+        interpreter.result.done = stop.error is None
+    return interpreter.result
 
 
 def run_call(
@@ -593,28 +682,17 @@ def run_call(
     entities: Callable[[], Mapping[str, Sequence[str]]],
     limits: Limits = Limits(),  # noqa: B008
 ) -> CallResult:
-    """Run program skill ``name`` with ``args``, executing primitives through ``execute``.
-
-    The library is not modified (the caller counts uses with :meth:`SkillLibrary.record_use`). Every skill is
-    re-parsed from its current ``source`` in the library (parses are cached by source text).
+    """Run program skill ``name`` with ``args`` as a turn of its own: :func:`run_calls` with one call.
 
     Args:
         library: where skills are looked up, by latest version.
         name: the skill to call.
         args: its arguments, one per parameter.
         execute: runs one primitive command and returns ``(feedback, task_done)``.
-        entities: returns the domain's named entity collections; called at the start of every ``for`` loop.
+        entities: returns the domain's named entity collections (see :func:`run_calls`).
         limits: the hard limits.
 
     Returns:
-        A :class:`CallResult`. Runtime violations (unknown skill or collection, wrong argument count, depth,
-        step or loop-iteration limit) set ``error`` and stop the call; ``task_done`` stops it with
-        ``done=True`` and no error. Commands executed before a stop stay in ``trace``.
+        A :class:`CallResult` (see :func:`run_calls`).
     """
-    interpreter = _Interpreter(library, execute, entities, limits)
-    try:
-        interpreter.call(name, list(args), 1)
-    except _Stop as stop:
-        interpreter.result.error = stop.error
-        interpreter.result.done = stop.error is None
-    return interpreter.result
+    return run_calls(library, [(name, args)], execute=execute, entities=entities, limits=limits)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sage_envs import SageChainEnv, Skill, SkillLibrary
 from sage_envs.chain import MAX_MESSAGE_CHARS
 from sage_envs.error import InvalidConfigError, ResetNeededError
-from sage_envs.skills import parse_definition
+from sage_envs.skills import Limits, parse_definition
 
 from .toy_domain import ToyDomain
 
@@ -185,6 +185,51 @@ def test_redefinition_bumps_version_and_is_not_reuse():
     _, _, _, _, info = env.step(FIND_SKILL.replace("search every", "look in each") + "\ncall fetch(coin)")
     assert info["skill_library"][0]["version"] == 3
     assert info["skill_library"][0]["created_in_task"] == 1 and info["skill_reuse"] == []
+
+
+def test_definition_whose_trailing_call_fails_is_not_stored():
+    env = make()
+    env.reset(options={"chain": 0})
+    obs, _, _, _, info = env.step("skill peek():\n    look\ncall peek()\ncall peek()\ncall peak()")
+    assert info["action_kind"] == "invalid" and not info["action_valid"]
+    assert "unknown skill 'peak'" in info["message"] and "Did you mean 'peek'?" in info["message"]
+    assert info["skills_created"] == [] and info["skill_library"] == [] and "peek" not in env.library
+    assert obs["skills"] == "" and obs["observation"].startswith("Skill peek() was not stored: a call failed.\n")
+    assert info["primitive_steps"] == 2 and obs["observation"].count("> look\n") == 2  # the trace is kept
+
+
+def test_failed_redefinition_keeps_the_stored_version():
+    env = make()
+    env.reset(options={"chain": 0})
+    env.step(FIND_SKILL)
+    broken = FIND_SKILL.replace("for b in boxes", "for b in crates")
+    obs, _, _, _, info = env.step(broken + "\ncall fetch(key)")
+    assert not info["action_valid"] and "unknown collection 'crates'" in info["message"]
+    assert info["skills_created"] == [] and info["skills_used"] == []  # the unstored version's run is no use
+    assert [(s["version"], s["uses"]) for s in info["skill_library"]] == [(1, 0)]
+    assert env.library.get("fetch").source == parse_definition(FIND_SKILL)[0].source
+    _, _, _, _, info = env.step("call fetch(key)")  # the stored version still works
+    assert info["action_valid"] and info["task_success"]
+
+
+def test_definition_with_calls_into_a_full_library_runs_nothing():
+    env = make(max_library_size=1)
+    env.reset(options={"chain": 0})
+    env.step("skill other():\n    look")
+    _, _, _, _, info = env.step(FIND_SKILL + "\ncall fetch(key)")
+    assert not info["action_valid"] and "library is full (1 skills)" in info["message"]
+    assert info["primitive_steps"] == 0 and env.library.names() == ["other"]
+
+
+def test_trailing_calls_share_one_turn_budget():
+    env = make(limits=Limits(max_primitive_steps_per_call=4))
+    env.reset(options={"chain": 0})
+    obs, _, _, _, info = env.step("skill twice():\n    look\n    look\ncall twice()\ncall twice()\ncall twice()")
+    assert not info["action_valid"] and "primitive step limit reached (4 per turn" in info["message"]
+    assert info["primitive_steps"] == 4 and obs["observation"].count("> look\n") == 4
+    assert "twice" not in env.library and info["skills_created"] == []
+    _, _, _, _, info = env.step("skill twice():\n    look\n    look\ncall twice()\ncall twice()")
+    assert info["action_valid"] and info["skills_created"] == ["twice"] and info["primitive_steps"] == 4
 
 
 def test_unknown_skill_call_is_invalid_with_suggestion():

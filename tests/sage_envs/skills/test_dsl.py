@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sage_envs.error import InvalidConfigError, SkillError, SkillLimitError, SkillSyntaxError
-from sage_envs.skills import Limits, SkillLibrary, parse_call, parse_definition, run_call
-from sage_envs.skills.dsl import CallResult
+from sage_envs.skills import Limits, SkillLibrary, parse_call, parse_definition, run_call, run_calls
+from sage_envs.skills.dsl import TEXT_CHARS_PER_STATEMENT, CallResult
 
 FIND = """skill find_and_take(obj, place):
     # Search every receptacle for obj and take it.
@@ -220,6 +220,9 @@ def test_limits_validate():
         Limits(max_call_depth=0)
     with pytest.raises(InvalidConfigError, match="at most 16"):
         Limits(max_call_depth=100)
+    for bad in (0, -1, 1.5, True, None):
+        with pytest.raises(InvalidConfigError, match=f"max_statements_per_turn={bad!r}"):
+            Limits(max_statements_per_turn=bad)
 
 
 def test_no_eval_exec_or_compile(monkeypatch):
@@ -388,7 +391,7 @@ def test_step_limit():
     world = FakeWorld()
     result = run(library(text), "f", [], world, Limits(max_primitive_steps_per_call=3))
     assert result.primitive_steps == 3 and len(result.trace) == 3 and world.commands == ["step"] * 3
-    assert "primitive step limit reached (3 per call)" in result.error and "line 5" in result.error
+    assert "primitive step limit reached (3 per turn" in result.error and "line 5" in result.error
     assert not result.done
     exact = run(library(text), "f", [], FakeWorld(), Limits(max_primitive_steps_per_call=5))
     assert exact.error is None and exact.primitive_steps == 5
@@ -434,7 +437,7 @@ def test_loop_iteration_limit_counts_nested_loops():
     # 3 outer + 9 inner iterations = 12.
     assert run(library(text), "f", [], world, Limits(max_loop_iterations=12)).error is None
     result = run(library(text), "f", [], world, Limits(max_loop_iterations=11))
-    assert "loop iteration limit reached (11 per call)" in result.error
+    assert "loop iteration limit reached (11 per turn" in result.error
     assert world.commands == []
 
 
@@ -495,3 +498,104 @@ def test_deterministic_results():
     lib = library(FIND, "skill other_skill(o, p):\n    put {o} in/on {p}\n")
     assert run(lib, "find_and_take", ["c", "d"], world_a) == run(lib, "find_and_take", ["c", "d"], world_b)
     assert isinstance(run(lib, "find_and_take", ["c", "d"], world_a), CallResult)
+
+
+def turn(lib, calls, world, limits=None, pending=None):
+    limits = limits or Limits()
+    return run_calls(lib, calls, execute=world.execute, entities=world.entities, limits=limits, pending=pending)
+
+
+def statements_of(skill: str, calls) -> int:
+    """Count statements the naive way: every executed statement of the (loop- and branch-free) bodies, plus calls."""
+    bodies = {}
+    for source in skill:
+        header, *lines = source.strip().splitlines()
+        bodies[header.split()[1].split("(")[0]] = [line.strip() for line in lines]
+
+    def run_body(name):
+        total = 0
+        for line in bodies[name]:
+            total += 1
+            if line.startswith("call "):
+                total += run_body(line.split()[1].split("(")[0])
+        return total
+
+    return sum(1 + run_body(name) for name, _ in calls)
+
+
+def test_one_budget_for_all_calls_of_a_turn():
+    text = "skill f():\n    a\n    b\n"
+    world = FakeWorld()
+    limits = Limits(max_primitive_steps_per_call=5)
+    result = turn(library(text), [("f", [])] * 3, world, limits)
+    assert world.commands == ["a", "b", "a", "b", "a"] and result.primitive_steps == 5
+    assert "primitive step limit reached (5 per turn" in result.error and result.skills_called == ["f"] * 3
+    each = [run(library(text), "f", [], FakeWorld(), limits) for _ in range(3)]
+    assert all(r.error is None and r.primitive_steps == 2 for r in each)  # one call per turn fits
+
+
+def test_loop_iterations_are_shared_by_the_calls_of_a_turn():
+    text = "skill f():\n    for r in receptacles:\n        hit {r}\n"
+    world = FakeWorld(entities={"receptacles": ["r1", "r2", "r3"]})
+    result = turn(library(text), [("f", [])] * 2, world, Limits(max_loop_iterations=5))
+    assert world.commands == ["hit r1", "hit r2", "hit r3", "hit r1", "hit r2"]
+    assert "loop iteration limit reached (5 per turn" in result.error
+
+
+def test_statements_count_every_statement_call_and_call_line():
+    sources = ("skill leaf():\n    a\n    return\n", "skill mid():\n    call leaf()\n    b\n    call leaf()\n")
+    calls = [("mid", []), ("leaf", [])]
+    expected = statements_of(sources, calls)  # (1 + 3 + 2 * 2) + (1 + 2) = 11
+    assert expected == 11
+    result = turn(library(*sources), calls, FakeWorld(), Limits(max_statements_per_turn=expected))
+    assert result.error is None and result.statements == expected
+    world = FakeWorld()
+    result = turn(library(*sources), calls, world, Limits(max_statements_per_turn=expected - 1))
+    assert "statement limit reached (10 per turn" in result.error and "skill 'leaf' line 3" in result.error
+    assert world.commands == ["a", "b", "a", "a"] and result.primitive_steps == 4  # the trace is kept
+
+
+def test_statement_limit_stops_calls_without_primitives():
+    # The issue's attack: fan-out over a skill of if tests runs no primitive, so only statements bound it.
+    ifs = "skill ifs():\n" + '    if "x" in observation:\n        never\n' * 5
+    fans = [f"skill f{k}():\n" + f"    call {'ifs' if k == 0 else f'f{k - 1}'}()\n" * 50 for k in range(3)]
+    result = run(library(ifs, *fans), "f2", [], FakeWorld())
+    assert result.statements == Limits().max_statements_per_turn and "statement limit reached" in result.error
+    assert result.primitive_steps == 0
+
+
+def test_call_lines_count_against_the_statement_budget():
+    result = turn(library("skill f():\n    return\n"), [("f", [])] * 3, FakeWorld(), Limits(max_statements_per_turn=4))
+    assert "call line 3 (f): statement limit reached" in result.error and result.skills_called == ["f", "f"]
+
+
+def test_long_texts_cost_one_statement_per_thousand_characters():
+    text = 'skill f(x):\n    if "{x}" in "{x}{x}":\n        hit\n'
+    arg = "a" * (TEXT_CHARS_PER_STATEMENT + 1)  # needle costs 1 more, haystack (2 * 1001 chars) 2 more
+    result = turn(library(text), [("f", [arg])], FakeWorld(), Limits(max_statements_per_turn=100))
+    assert result.error is None and result.statements == 1 + 1 + 1 + 2 + 1  # call line, if, needle, haystack, hit
+    short = turn(library(text), [("f", ["a"])], FakeWorld())
+    assert short.statements == 1 + 1 + 1  # call line, if, hit
+    world = FakeWorld(feedback={"look": "o" * 2500})
+    observed = "skill g():\n    look\n    if \"z\" in observation:\n        hit\n"
+    assert turn(library(observed), [("g", [])], world).statements == 1 + 1 + 1 + 2  # 2500 chars searched: 2 more
+
+
+def test_pending_definition_is_called_instead_of_the_library_version():
+    lib = library("skill f():\n    old\n")
+    pending, _ = parse_definition("skill f():\n    new\n")
+    world = FakeWorld()
+    result = turn(lib, [("f", [])], world, pending=pending)
+    assert world.commands == ["new"] and result.error is None and lib.get("f").source == "skill f():\n    old"
+    missing = turn(SkillLibrary(), [("g", [])], FakeWorld(), pending=pending)
+    assert "unknown skill 'g' (known: f)" in missing.error
+
+
+def test_collections_are_read_again_only_after_a_primitive():
+    text = (
+        "skill f():\n    for r in receptacles:\n        break\n    for r in receptacles:\n        break\n"
+        "    act\n    for r in receptacles:\n        break\n"
+    )
+    world = FakeWorld(entities={"receptacles": ["r1"]})
+    assert turn(library(text), [("f", []), ("f", [])], world).error is None
+    assert world.entities_calls == 3  # once before the first act, once after it, once after the second act
