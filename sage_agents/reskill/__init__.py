@@ -12,8 +12,8 @@ Nothing here imports torch at module level (the HF creator backend loads it when
 """
 
 from sage_agents.reskill.assertions import CHECK_TYPES, Assertion, AssertionEngine, PassRates, pass_rates
-from sage_agents.reskill.controller import ReSkill
-from sage_agents.reskill.creator import Creator, RuleCreator, fire_rate, make_creator, verify_skill
+from sage_agents.reskill.controller import ReSkill, make_creator
+from sage_agents.reskill.creator import Creator, RuleCreator, fire_rate, verify_skill
 from sage_agents.reskill.lifecycle import LifecycleLog, plot_lifecycle, read_lifecycle
 from sage_agents.reskill.llm import LLMCreator, extract_json, hf_generate, openai_generate
 from sage_agents.reskill.registry import Bundle, LibraryVersion, Operation, VersionRegistry

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from sage_agents.reskill.assertions import Assertion
-from sage_agents.reskill.creator import Creator, make_creator
+from sage_agents.reskill.creator import MAX_SKILL_CHARS, MIN_FIRE_RATE, Creator, RuleCreator
 from sage_agents.reskill.lifecycle import LifecycleLog, plot_lifecycle
+from sage_agents.reskill.llm import LLMCreator, hf_generate, openai_generate
 from sage_agents.reskill.registry import Bundle, VersionRegistry
 from sage_agents.reskill.reservoir import ExperienceReservoir, episodes_from_rollouts
 from sage_agents.reskill.thompson import ThompsonTracker
@@ -40,6 +41,35 @@ REJECT_COOLDOWN = 20
 rejected (:attr:`~sage_agents.reskill.assertions.Assertion.family`: the check and its patterns, not its counts)."""
 STATE_FILE = "reskill_state.json"
 LIBRARY_DIR = "reskill_library"
+
+
+def make_creator(
+    kind: str = "rule",
+    *,
+    endpoint: str | None = None,
+    model: str | None = None,
+    model_path: str | None = None,
+    api_key: str | None = None,
+    min_fire_rate: float = MIN_FIRE_RATE,
+    max_chars: int = MAX_SKILL_CHARS,
+    retries: int = 2,
+) -> Creator:
+    """Build a creator: ``rule``, or ``llm`` backed by ``endpoint`` (OpenAI-compatible) or ``model_path`` (local HF).
+
+    Raises:
+        ValueError: unknown ``kind``, or ``llm`` without an endpoint or a model path.
+    """
+    if kind == "rule":
+        return RuleCreator(min_fire_rate=min_fire_rate, max_chars=max_chars)
+    if kind != "llm":
+        raise ValueError(f"creator kind {kind!r}; use 'rule' or 'llm'")
+    if endpoint:
+        generate = openai_generate(endpoint, model, api_key=api_key)
+    elif model_path:
+        generate = hf_generate(model_path)
+    else:
+        raise ValueError("the llm creator needs an endpoint (OpenAI-compatible URL) or a local model_path")
+    return LLMCreator(generate, min_fire_rate=min_fire_rate, max_chars=max_chars, retries=retries)
 
 
 class ReSkill:

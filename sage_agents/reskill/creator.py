@@ -424,34 +424,3 @@ class RuleCreator(Creator):
                 rates = pass_rates(Assertion.from_dict(json.loads(skill.provenance["assertion"])), episodes)
                 scored.append((abs(rates.contrast), skill.name))
         return min(scored)[1] if scored else None
-
-
-def make_creator(
-    kind: str = "rule",
-    *,
-    endpoint: str | None = None,
-    model: str | None = None,
-    model_path: str | None = None,
-    api_key: str | None = None,
-    min_fire_rate: float = MIN_FIRE_RATE,
-    max_chars: int = MAX_SKILL_CHARS,
-    retries: int = 2,
-) -> Creator:
-    """Build a creator: ``rule``, or ``llm`` backed by ``endpoint`` (OpenAI-compatible) or ``model_path`` (local HF).
-
-    Raises:
-        ValueError: unknown ``kind``, or ``llm`` without an endpoint or a model path.
-    """
-    if kind == "rule":
-        return RuleCreator(min_fire_rate=min_fire_rate, max_chars=max_chars)
-    if kind != "llm":
-        raise ValueError(f"creator kind {kind!r}; use 'rule' or 'llm'")
-    from sage_agents.reskill.llm import LLMCreator, hf_generate, openai_generate
-
-    if endpoint:
-        generate = openai_generate(endpoint, model, api_key=api_key)
-    elif model_path:
-        generate = hf_generate(model_path)
-    else:
-        raise ValueError("the llm creator needs an endpoint (OpenAI-compatible URL) or a local model_path")
-    return LLMCreator(generate, min_fire_rate=min_fire_rate, max_chars=max_chars, retries=retries)

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from sage_agents.reskill.assertions import Assertion, pass_rates
-from sage_agents.reskill.creator import RuleCreator, fire_rate, make_creator, skill_text, verify_skill
+from sage_agents.reskill.controller import make_creator
+from sage_agents.reskill.creator import RuleCreator, fire_rate, skill_text, verify_skill
 from sage_agents.reskill.llm import LLMCreator, extract_json, hf_generate, openai_generate
 from sage_agents.reskill.registry import Bundle, VersionRegistry
 from sage_envs import Skill, SkillLibrary
