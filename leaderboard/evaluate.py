@@ -381,7 +381,7 @@ def _run(
     config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]
 ) -> Iterable[dict[str, Any]]:
     """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
-    from rich.progress import Progress
+    from sage_agents.progress import Progress  # plain progress lines in a log
 
     with Progress(transient=True) as progress:
         bar = progress.add_task(f"{config.agent} on {config.env}/{config.split}", total=len(todo))

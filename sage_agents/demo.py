@@ -211,11 +211,11 @@ def skill_templates(names: Sequence[str] | None = None) -> list[str]:
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``)."""
     import gymnasium as gym
-    from rich.progress import track
 
     import sage_envs  # noqa: F401
     from sage_agents.models import build_tiny_model
     from sage_agents.policy import LLMPolicy
+    from sage_agents.progress import track
     from sage_agents.sft import collect_expert_pairs
     from sage_envs.domains.alfworld import AlfworldExpert
 
