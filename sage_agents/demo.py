@@ -424,11 +424,25 @@ def spread(per_seed: dict[str, dict[str, float]]) -> dict[str, Any]:
             "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
 
 
-def comparison_line(comp: dict[str, Any]) -> str:
-    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%)."""
+def change(cut: Any) -> str:
+    """A relative cut in the reports' sign convention: ``-31.9%`` is 31.9% fewer, ``+56.5%`` is 56.5% more."""
+    return f"{-100 * cut:+.1f}%"
 
-    def change(cut: float) -> str:
-        return f"{-100 * cut:+.1f}%"
+
+def spread_line(over: dict[str, Any]) -> str:
+    """:func:`spread` of :func:`deltas` in words, with the signs of :func:`change` (a minus means fewer)."""
+    mean, std = over["mean"], over["std"]
+    return (f"SGC {mean['sgc_gain_points']:+.1f} +- {std['sgc_gain_points']:.1f} points, "
+            f"steps {change(mean['steps_cut'])} +- {100 * std['steps_cut']:.1f}%, "
+            f"tokens {change(mean['tokens_cut'])} +- {100 * std['tokens_cut']:.1f}%")  # fmt: skip
+
+
+def comparison_line(comp: dict[str, Any]) -> str:
+    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%).
+
+    Every change is SAGE relative to GRPO with the sign of :func:`change`: ``steps -31.9%`` means SAGE took 31.9%
+    fewer turns per task; intervals are printed in the same sign, low to high.
+    """
 
     def interval(key: str, scale: float) -> str:
         if "ci95" not in comp:
@@ -440,10 +454,7 @@ def comparison_line(comp: dict[str, Any]) -> str:
             f"steps {change(comp['steps_cut'])}{interval('steps_cut', -100)} (goal -25%), "
             f"generated tokens {change(comp['tokens_cut'])}{interval('tokens_cut', -100)} (goal -50%)")  # fmt: skip
     if "over_seeds" in comp:
-        mean, std = comp["over_seeds"]["mean"], comp["over_seeds"]["std"]
-        line += (f"; over {comp['over_seeds']['n']} RL seeds: SGC {mean['sgc_gain_points']:+.1f} +- "
-                 f"{std['sgc_gain_points']:.1f} points, steps {change(mean['steps_cut'])} +- "
-                 f"{100 * std['steps_cut']:.1f}, tokens {change(mean['tokens_cut'])} +- {100 * std['tokens_cut']:.1f}")
+        line += f"; over {comp['over_seeds']['n']} RL seeds: {spread_line(comp['over_seeds'])}"
     return line
 
 

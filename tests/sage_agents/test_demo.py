@@ -8,6 +8,8 @@ import pytest
 from sage_agents import demo
 from sage_agents.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
 
+from .test_examples import assert_intervals_hold
+
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 
 
@@ -49,7 +51,7 @@ def test_comparison_line_states_changes_against_the_goals():
     comp = {"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over, "ci95": ci}
     line = comparison_line(comp)
     assert line.startswith("SAGE vs GRPO: SGC +7.0 points [+1.0, +13.0] (goal +5), steps -30.0% [-40.0, -20.0]")
-    assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0, tokens -30.0% +- 42.0")
+    assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0%, tokens -30.0% +- 42.0%")
 
 
 def test_comparison_over_extra_seeds_reports_mean_and_spread():
@@ -83,6 +85,7 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
     assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
+    assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
     for arm in ("grpo", "sage", "reskill", "grpo-seed1", "sage-seed1", "reskill-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]
