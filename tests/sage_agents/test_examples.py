@@ -1,5 +1,5 @@
-"""The example scripts: token recounts by kind (token_breakdown), the expert three ways (token_ceiling), and the
-comparison over whole-pipeline demo seeds (demo_seeds)."""
+"""Every example script runs here, on a few chains, and its printed output is checked (SPEC section 1: one example
+per public feature). The ReSkill within-step test has its own file (test_reskill_within_step.py)."""
 
 import importlib.util
 import json
@@ -83,8 +83,10 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
     # later record counts), and an episode of another configuration in the same file is not read.
     grpo = [episode(0, [5, 30], [True, False]), episode(0, [10, 30], [True, False]),
             episode(1, [12, 30], [True, False]), episode(2, [1, 1], [True, True], "old")]  # fmt: skip
-    sage_runs = [[episode(0, [6, 8], [True, True]), episode(1, [7, 30], [True, False])],  # SGC 50, 12.75 steps
-                 [episode(0, [6, 8], [True, True]), episode(1, [7, 9], [True, True])]]  # SGC 100, 7.5 steps
+    sage_runs = [
+        [episode(0, [6, 8], [True, True]), episode(1, [7, 30], [True, False])],  # SGC 50, 12.75 steps
+        [episode(0, [6, 8], [True, True]), episode(1, [7, 9], [True, True])],
+    ]  # SGC 100, 7.5 steps
     runs = []
     for seed, sage in enumerate(sage_runs):
         result = {"config": {"seed": seed, "arms": ["grpo", "sage"]},
@@ -117,3 +119,56 @@ def test_the_interval_check_reads_every_printed_form_and_catches_an_interval_tha
     assert assert_intervals_hold(ok) == 3
     with pytest.raises(AssertionError, match="outside its interval"):
         assert_intervals_hold("SGC +10.0 points [+100.0, +100.0]")  # what demo_seeds printed for a partial log
+
+
+def run_main(name, argv, monkeypatch, capsys):
+    """Run ``examples/<name>.py`` as ``python examples/<name>.py ARGV`` would (its folder on ``sys.path``)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    load(name).main()
+    return capsys.readouterr().out
+
+
+def test_play_expert_plays_chains_defining_and_reusing_skills(monkeypatch, capsys):
+    out = run_main("play_expert", ["--chains", "2", "--split", "valid_seen"], monkeypatch, capsys)
+    assert "=== chain 0 | task 1: " in out and "> skill " in out and "> call " in out  # defines, then calls
+    summary = out.split("=== summary")[1]
+    assert "chains=2 tasks=4 TGC=1.00 SGC=1.00" in summary
+    assert int(re.search(r"skill reuses: (\d+)", summary).group(1)) > 0
+
+
+def test_evaluate_agent_evaluates_a_registered_agent_and_reads_its_files(tmp_path, monkeypatch, capsys):
+    argv = ["--agent", "expert", "--num-chains", "2", "--output", str(tmp_path)]
+    out = run_main("evaluate_agent", argv, monkeypatch, capsys)
+    summary = json.loads(next(tmp_path.glob("expert__*.json")).read_text())
+    assert summary["n_chains"] == 2 and summary["tgc"] == 1.0
+    assert "expert on 2 chains (4 tasks) of SageChain-ALFWorld-v0 valid_seen, skills=program:" in out
+    assert "TGC 100.0% [100.0, 100.0], SGC 100.0% [100.0, 100.0]" in out
+    assert f"{summary['mean_tokens']:.1f} words per task" in out  # the scripted expert's words, said so
+    assert assert_intervals_hold(out) == 2
+
+
+def test_plugin_agent_is_registered_in_process_and_evaluated(tmp_path, monkeypatch, capsys):
+    from importlib.metadata import entry_points
+
+    out = run_main("plugin_agent", ["--num-chains", "2", "--output", str(tmp_path)], monkeypatch, capsys)
+    assert "keyword" in out.split("registered agents: ")[1].splitlines()[0].split(", ")
+    assert "make_agent('keyword') -> KeywordAgent (keyword-overlap-v1)" in out
+    summary = json.loads(next(tmp_path.glob("keyword__*.json")).read_text())
+    assert summary["agent"] == "keyword" and summary["model"] == "keyword-overlap-v1" and summary["n_chains"] == 2
+    assert f"keyword on 2 chains ({summary['n_tasks']} tasks) of valid_seen: TGC {100 * summary['tgc']:.1f}%" in out
+    # the registration is package metadata on sys.path: gone with it, so no other test sees the agent
+    monkeypatch.undo()
+    assert "keyword" not in {ep.name for ep in entry_points(group="sage_agents.agents")}
+
+
+def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny, tmp_path, monkeypatch, capsys):
+    model, tokenizer = tiny
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    out = run_main("expert_agreement", [str(tmp_path / "model"), "--chains", "0", "1"], monkeypatch, capsys)
+    last = out.strip().splitlines()[-1]
+    agree, turns, share = re.fullmatch(
+        r"agreement (\d+)/(\d+) = (\d\.\d\d) \(none skills, chains \[0, 1\]\)", last
+    ).groups()
+    assert 0 <= int(agree) <= int(turns) and int(turns) > 0 and float(share) == round(int(agree) / int(turns), 2)
