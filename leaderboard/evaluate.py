@@ -384,7 +384,7 @@ def _run(
     from sage_agents.progress import Progress  # plain progress lines in a log
 
     with Progress(transient=True) as progress:
-        bar = progress.add_task(f"{config.agent} on {config.env}/{config.split}", total=len(todo))
+        bar = progress.add_task(f"{config.label or config.agent} on {config.env}/{config.split}", total=len(todo))
         if config.workers == 1:
             for record in play_chains(envs, agent, todo):
                 yield record

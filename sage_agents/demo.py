@@ -426,7 +426,7 @@ def spread(per_seed: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def change(cut: Any) -> str:
     """A relative cut in the reports' sign convention: ``-31.9%`` is 31.9% fewer, ``+56.5%`` is 56.5% more."""
-    return f"{-100 * cut:+.1f}%"
+    return f"{-100 * cut + 0.0:+.1f}%"  # + 0.0: no cut prints +0.0%, not -0.0%
 
 
 def spread_line(over: dict[str, Any]) -> str:
@@ -447,7 +447,7 @@ def comparison_line(comp: dict[str, Any]) -> str:
     def interval(key: str, scale: float) -> str:
         if "ci95" not in comp:
             return ""
-        low, high = sorted(scale * v for v in comp["ci95"][key])
+        low, high = sorted(scale * v + 0.0 for v in comp["ci95"][key])
         return f" [{low:+.1f}, {high:+.1f}]"
 
     line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points{interval('sgc_gain_points', 1)} (goal +5), "

@@ -45,6 +45,9 @@ def test_comparison_line_states_changes_against_the_goals():
     line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": -0.25})
     assert line == ("SAGE vs GRPO: SGC +7.0 points (goal +5), steps -30.0% (goal -25%), "
                     "generated tokens +25.0% (goal -50%)")  # fmt: skip
+    zero = comparison_line({"sgc_gain_points": 0.0, "steps_cut": 0.0, "tokens_cut": 0.0, "ci95": {
+        "sgc_gain_points": [0.0, 0.0], "steps_cut": [0.0, 0.0], "tokens_cut": [0.0, 0.0]}})  # fmt: skip
+    assert "-0.0" not in zero and "steps +0.0% [+0.0, +0.0]" in zero
     over = {"n": 2, "mean": {"sgc_gain_points": 4.0, "steps_cut": 0.25, "tokens_cut": 0.3},
             "std": {"sgc_gain_points": 4.2, "steps_cut": 0.07, "tokens_cut": 0.42}}  # fmt: skip
     ci = {"sgc_gain_points": [1.0, 13.0], "steps_cut": [0.2, 0.4], "tokens_cut": [0.5, 0.7]}
