@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sage_agents.demo import comparison, comparison_line, logged_episodes, spread
+from sage_agents.demo import comparison, comparison_line, logged_episodes, spread, spread_line
 
 
 def steps_per_completed_task(run: Path, summary: dict) -> float:
@@ -49,12 +49,7 @@ def main() -> None:
     if len(per_run) > 1:
         over = spread({run: {k: comp[k] for k in ("sgc_gain_points", "steps_cut", "tokens_cut")}
                        for run, comp in per_run.items()})  # fmt: skip
-        mean, std = over["mean"], over["std"]
-        print(f"  mean +- sd over {over['n']} runs: "
-              f"SGC {mean['sgc_gain_points']:+.1f} +- {std['sgc_gain_points']:.1f}, "
-              f"steps {mean['steps_cut']:+.1%} +- {std['steps_cut']:.1%}, "
-              f"tokens {mean['tokens_cut']:+.1%} +- {std['tokens_cut']:.1%}")
-
+        print(f"  mean +- sd over {over['n']} runs: {spread_line(over)}")
 
 if __name__ == "__main__":
     main()

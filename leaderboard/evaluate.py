@@ -346,10 +346,10 @@ def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str
 
 def _run(config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]) -> Iterable[dict[str, Any]]:
     """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
-    from rich.progress import Progress
+    from sage_agents.progress import Progress  # plain progress lines in a log
 
     with Progress(transient=True) as progress:
-        bar = progress.add_task(f"{config.agent} on {config.env}/{config.split}", total=len(todo))
+        bar = progress.add_task(f"{config.label or config.agent} on {config.env}/{config.split}", total=len(todo))
         if config.workers == 1:
             for record in play_chains(envs, agent, todo):
                 yield record

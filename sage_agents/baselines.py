@@ -10,6 +10,9 @@ import numpy as np
 class RandomAgent:
     """Picks uniformly among the admissible commands (the lower bound of every leaderboard)."""
 
+    given = "the admissible commands (picks one uniformly)"
+    """What the agent is handed, in words (the leaderboard's "given")."""
+
     def __init__(self, seed: int = 0):
         """Create the agent; ``seed`` fixes its choices."""
         self.seed = seed
@@ -42,4 +45,11 @@ def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills
 
     expert = AlfworldExpert(use_skills=use_skills, skills=skills)
     expert.skill_library = SkillLibrary.load(skills_path) if skills_path else None
+    # What it is handed, in words (the leaderboard's "given"): hand-written rules, not a learned policy.
+    parts = ["hand-written rules", "the admissible commands"]
+    if use_skills:
+        parts.append(f"its own skills ({', '.join(sorted(expert.skills))}), defined in the chain where first used")
+        if expert.skill_library is not None:
+            parts.append(f"skill bank of {len(expert.skill_library)} ({', '.join(expert.skill_library.names())})")
+    expert.given = "; ".join(parts)
     return expert

@@ -211,11 +211,11 @@ def skill_templates(names: Sequence[str] | None = None) -> list[str]:
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``)."""
     import gymnasium as gym
-    from rich.progress import track
 
     import sage_envs  # noqa: F401
     from sage_agents.models import build_tiny_model
     from sage_agents.policy import LLMPolicy
+    from sage_agents.progress import track
     from sage_agents.sft import collect_expert_pairs
     from sage_envs.domains.alfworld import AlfworldExpert
 
@@ -424,26 +424,37 @@ def spread(per_seed: dict[str, dict[str, float]]) -> dict[str, Any]:
             "std": {k: float(v.std(ddof=1)) for k, v in values.items()}}  # fmt: skip
 
 
-def comparison_line(comp: dict[str, Any]) -> str:
-    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%)."""
+def change(cut: Any) -> str:
+    """A relative cut in the reports' sign convention: ``-31.9%`` is 31.9% fewer, ``+56.5%`` is 56.5% more."""
+    return f"{-100 * cut + 0.0:+.1f}%"  # + 0.0: no cut prints +0.0%, not -0.0%
 
-    def change(cut: float) -> str:
-        return f"{-100 * cut:+.1f}%"
+
+def spread_line(over: dict[str, Any]) -> str:
+    """:func:`spread` of :func:`deltas` in words, with the signs of :func:`change` (a minus means fewer)."""
+    mean, std = over["mean"], over["std"]
+    return (f"SGC {mean['sgc_gain_points']:+.1f} +- {std['sgc_gain_points']:.1f} points, "
+            f"steps {change(mean['steps_cut'])} +- {100 * std['steps_cut']:.1f}%, "
+            f"tokens {change(mean['tokens_cut'])} +- {100 * std['tokens_cut']:.1f}%")  # fmt: skip
+
+
+def comparison_line(comp: dict[str, Any]) -> str:
+    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%).
+
+    Every change is SAGE relative to GRPO with the sign of :func:`change`: ``steps -31.9%`` means SAGE took 31.9%
+    fewer turns per task; intervals are printed in the same sign, low to high.
+    """
 
     def interval(key: str, scale: float) -> str:
         if "ci95" not in comp:
             return ""
-        low, high = sorted(scale * v for v in comp["ci95"][key])
+        low, high = sorted(scale * v + 0.0 for v in comp["ci95"][key])
         return f" [{low:+.1f}, {high:+.1f}]"
 
     line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points{interval('sgc_gain_points', 1)} (goal +5), "
             f"steps {change(comp['steps_cut'])}{interval('steps_cut', -100)} (goal -25%), "
             f"generated tokens {change(comp['tokens_cut'])}{interval('tokens_cut', -100)} (goal -50%)")  # fmt: skip
     if "over_seeds" in comp:
-        mean, std = comp["over_seeds"]["mean"], comp["over_seeds"]["std"]
-        line += (f"; over {comp['over_seeds']['n']} RL seeds: SGC {mean['sgc_gain_points']:+.1f} +- "
-                 f"{std['sgc_gain_points']:.1f} points, steps {change(mean['steps_cut'])} +- "
-                 f"{100 * std['steps_cut']:.1f}, tokens {change(mean['tokens_cut'])} +- {100 * std['tokens_cut']:.1f}")
+        line += f"; over {comp['over_seeds']['n']} RL seeds: {spread_line(comp['over_seeds'])}"
     return line
 
 

@@ -314,6 +314,21 @@ class LLMPolicy:
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
+    @property
+    def given(self) -> str:
+        """What the policy is handed besides the task and observation, in words (the leaderboard's "given")."""
+        if self.constrained:
+            parts = ["constrained decoding: picks among the admissible commands"
+                     + (" and calls of library skills" if self.skill_calls else "")]  # fmt: skip
+        else:
+            parts = [f"free generation (up to {self.max_new_tokens} tokens)"]
+        if self.show_admissible:
+            parts.append("admissible commands listed in the prompt")
+        if self.skill_templates:
+            names = [t.split("(", 1)[0].removeprefix("skill ").strip() for t in self.skill_templates]
+            parts.append(f"{len(names)} skill-definition templates ({', '.join(names)})")
+        return "; ".join(parts)
+
     # ------------------------------------------------------------------ prompts
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
@@ -724,6 +739,13 @@ class PolicyAgent:
         self.last_tokens: list[int] = []
         self._histories: dict[int, list[tuple[str, str]]] = {}
         self._last: dict[int, tuple[str, str]] = {}
+
+    @property
+    def given(self) -> str:
+        """What the agent is handed, in words: its policy's :attr:`LLMPolicy.given` and the starting skill bank."""
+        if self.skill_library is None or not len(self.skill_library):
+            return self.policy.given
+        return f"{self.policy.given}; skill bank of {len(self.skill_library)} ({', '.join(self.skill_library.names())})"
 
     def reset(self, seed: int | None = None) -> None:
         """Start afresh: forget every slot's history; a ``seed`` reseeds torch's sampler (when not greedy)."""

@@ -95,6 +95,12 @@ class ReactPolicy(LLMPolicy):
             raise ValueError("the react policy has no skills: leave skill_calls and skill_templates unset.")
         super().__init__(model, tokenizer, skill_calls=False, skill_templates=(), **kwargs)
 
+    @property
+    def given(self) -> str:
+        """:attr:`LLMPolicy.given` of the ReAct prompt (no skills; a thought before the action when free)."""
+        prompt = "ReAct prompt (no skills)" if self.constrained else "ReAct prompt with a thought (no skills)"
+        return f"{prompt}; {super().given}"
+
     def prompt(self, obs: dict[str, Any], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered ReAct prompt of one turn, cut to ``max_prompt_tokens`` when it can be."""
         history = list(history)[-self.history_turns :] if self.history_turns > 0 else []
@@ -339,6 +345,12 @@ class MemoryAgent:
         self.memory_path = memory_path
         self.model_id = getattr(agent, "model_id", "memory")
         self._slots: dict[int, _Slot] = {}
+
+    @property
+    def given(self) -> str:
+        """What the agent is handed, in words: the wrapped agent's, plus the retrieved workflows."""
+        learning = "learned online from its successes" if self.learn else "frozen"
+        return f"{self.agent.given}; top {self.top_k} workflows from a memory {learning}"
 
     @property
     def tokens_generated(self) -> int:

@@ -101,11 +101,17 @@ def reweight_pairs(
 
 
 class RichProgress(TrainerCallback):
-    """A rich progress bar over the optimizer steps with the latest logged loss, in place of the printed logs."""
+    """A progress bar over the optimizer steps with the latest logged loss, in place of the printed logs.
+
+    Outside a terminal (a log file, CI) it prints a plain line instead, every
+    :data:`sage_agents.progress.PLAIN_EVERY_SECONDS` (:class:`sage_agents.progress.Progress`).
+    """
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Start the bar at the trainer's current step (a resumed run starts part-way)."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+
+        from sage_agents.progress import Progress
 
         columns = [TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
         self.bar = Progress(*columns, TextColumn("{task.fields[info]}"))
@@ -167,7 +173,8 @@ def sft_warm_start(
         gradient_checkpointing: recompute activations in the backward pass to save memory. TRL's ``SFTConfig``
             turns it on by default (for large models on GPUs); a tiny model on a CPU only pays for the recompute
             (``benchmarks/sft_speed.py``).
-        progress: show a progress bar with the loss instead of printing every ``logging_steps`` log line.
+        progress: show a progress bar with the loss instead of printing every ``logging_steps`` log line (plain
+            progress lines when stdout is not a terminal: :class:`RichProgress`).
 
     Returns:
         TRL's train metrics (``train_loss``, ``train_runtime``, ...).

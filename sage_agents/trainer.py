@@ -350,7 +350,9 @@ class Trainer:
     # ------------------------------------------------------------------ loop and logging
     def train(self) -> list[dict[str, float]]:
         """Train until ``config.total_steps``; return the metrics of the steps run here."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+
+        from sage_agents.progress import Progress  # plain progress lines in a log
 
         cfg, history = self.config, []
         if self.is_main:

@@ -8,6 +8,8 @@ import pytest
 from sage_agents import demo
 from sage_agents.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
 
+from .test_examples import assert_intervals_hold
+
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 
 
@@ -43,13 +45,16 @@ def test_comparison_line_states_changes_against_the_goals():
     line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": -0.25})
     assert line == ("SAGE vs GRPO: SGC +7.0 points (goal +5), steps -30.0% (goal -25%), "
                     "generated tokens +25.0% (goal -50%)")  # fmt: skip
+    zero = comparison_line({"sgc_gain_points": 0.0, "steps_cut": 0.0, "tokens_cut": 0.0, "ci95": {
+        "sgc_gain_points": [0.0, 0.0], "steps_cut": [0.0, 0.0], "tokens_cut": [0.0, 0.0]}})  # fmt: skip
+    assert "-0.0" not in zero and "steps +0.0% [+0.0, +0.0]" in zero
     over = {"n": 2, "mean": {"sgc_gain_points": 4.0, "steps_cut": 0.25, "tokens_cut": 0.3},
             "std": {"sgc_gain_points": 4.2, "steps_cut": 0.07, "tokens_cut": 0.42}}  # fmt: skip
     ci = {"sgc_gain_points": [1.0, 13.0], "steps_cut": [0.2, 0.4], "tokens_cut": [0.5, 0.7]}
     comp = {"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over, "ci95": ci}
     line = comparison_line(comp)
     assert line.startswith("SAGE vs GRPO: SGC +7.0 points [+1.0, +13.0] (goal +5), steps -30.0% [-40.0, -20.0]")
-    assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0, tokens -30.0% +- 42.0")
+    assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0%, tokens -30.0% +- 42.0%")
 
 
 def test_comparison_over_extra_seeds_reports_mean_and_spread():
@@ -83,6 +88,7 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
     assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
+    assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
     for arm in ("grpo", "sage", "reskill", "grpo-seed1", "sage-seed1", "reskill-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]

@@ -1,16 +1,26 @@
-"""The example scripts: token recounts by kind (token_breakdown), the expert three ways (token_ceiling), and the
-comparison over whole-pipeline demo seeds (demo_seeds)."""
+"""Every example script runs here, on a few chains, and its printed output is checked (SPEC section 1: one example
+per public feature). The ReSkill within-step test has its own file (test_reskill_within_step.py)."""
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from sage_agents.demo import deltas
-
 EXAMPLES = Path(__file__).parents[2] / "examples"
+NUMBER = r"[+-]?\d+(?:\.\d+)?"
+INTERVAL = re.compile(rf"({NUMBER})%?(?: points)?(?: \|)? \[({NUMBER}), ({NUMBER})\]")
+"""A point estimate and the interval printed right after it: ``-31.9% [-38.8, -25.1]``, ``| 73.5 | [67.0, 79.5]``."""
+
+
+def assert_intervals_hold(text):
+    """Every interval printed in ``text`` holds the point estimate printed before it (and is low to high)."""
+    found = INTERVAL.findall(text)
+    for point, low, high in found:
+        assert float(low) <= float(point) <= float(high), f"{point} outside its interval [{low}, {high}]"
+    return len(found)
 
 
 def load(name):
@@ -55,30 +65,37 @@ def test_token_ceiling_prints_the_expert_three_ways(tiny, tmp_path, monkeypatch,
 
 
 def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, monkeypatch):
-    def summary(agent, sgc, steps, tokens):
-        return {"agent": agent, "tgc": sgc, "sgc": sgc, "mean_steps": steps, "mean_tokens": tokens,
-                "env": "SageChain-ALFWorld-v0", "split": "valid_unseen", "config_hash": f"hash-{agent}"}  # fmt: skip
-
-    def episode(agent, chain, steps, success, config_hash=None):
+    def episode(chain, steps, success, config_hash="hash"):
         return {"seed": 0, "chain": chain, "steps": steps, "success": success, "tokens": [5 * n for n in steps],
-                "config_hash": config_hash or f"hash-{agent}"}  # fmt: skip
+                "config_hash": config_hash}  # fmt: skip
 
+    def summary(agent, records):
+        """What the evaluator would summarise from ``records`` (the later record of a chain counts)."""
+        records = list({r["chain"]: r for r in records if r["config_hash"] == "hash"}.values())
+        tasks = sum(len(r["success"]) for r in records)
+        return {"agent": agent, "env": "SageChain-ALFWorld-v0", "split": "valid_unseen", "config_hash": "hash",
+                "tgc": sum(map(sum, (r["success"] for r in records))) / tasks,
+                "sgc": sum(all(r["success"]) for r in records) / len(records),
+                "mean_steps": sum(map(sum, (r["steps"] for r in records))) / tasks,
+                "mean_tokens": sum(map(sum, (r["tokens"] for r in records))) / tasks}  # fmt: skip
+
+    # GRPO completes the first task of each chain in 10 and 12 turns; chain 0 is logged twice (a resumed run: the
+    # later record counts), and an episode of another configuration in the same file is not read.
+    grpo = [episode(0, [5, 30], [True, False]), episode(0, [10, 30], [True, False]),
+            episode(1, [12, 30], [True, False]), episode(2, [1, 1], [True, True], "old")]  # fmt: skip
+    sage_runs = [
+        [episode(0, [6, 8], [True, True]), episode(1, [7, 30], [True, False])],  # SGC 50, 12.75 steps
+        [episode(0, [6, 8], [True, True]), episode(1, [7, 9], [True, True])],
+    ]  # SGC 100, 7.5 steps
     runs = []
-    for seed, (gain, sage_steps) in enumerate([(0.10, 15.0), (0.20, 10.0)]):
-        grpo, sage = summary("grpo", 0.3, 20.0, 100.0), summary("sage", 0.3 + gain, sage_steps, 150.0)
-        result = {"config": {"seed": seed, "arms": ["grpo", "sage"]}, "summaries": [summary("random", 0, 30, 9),
-                  grpo, sage], "comparison": deltas(sage, grpo)}  # fmt: skip
+    for seed, sage in enumerate(sage_runs):
+        result = {"config": {"seed": seed, "arms": ["grpo", "sage"]},
+                  "summaries": [summary("random", grpo) | {"agent": "random"}, summary("grpo", grpo),
+                                summary("sage", sage)]}  # fmt: skip
         run = tmp_path / f"run{seed}"
         (run / "results").mkdir(parents=True)
         (run / "results.json").write_text(json.dumps(result))
-        logs = {
-            # Completed tasks of 10 and 12 turns; chain 0 is logged twice (a resumed run: the later record counts),
-            # and an episode of another configuration in the same file is not read.
-            "grpo": [episode("grpo", 0, [5, 30], [True, False]), episode("grpo", 0, [10, 30], [True, False]),
-                     episode("grpo", 1, [12, 30], [True, False]), episode("grpo", 2, [1, 1], [True, True], "old")],
-            "sage": [episode("sage", 0, [6, 8], [True, True])],
-        }  # fmt: skip
-        for agent, records in logs.items():
+        for agent, records in {"grpo": grpo, "sage": sage}.items():
             path = run / "results" / f"{agent}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl"
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(str(run))
@@ -86,10 +103,72 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
     load("demo_seeds").main()
     out = capsys.readouterr().out
     assert "random" not in out and out.count("| sage |") == 2
-    assert f"| {runs[0]} | 0 | grpo | 30.0 | 30.0 | 20.0 | 11.0 | 100.0 |" in out
-    assert f"| {runs[1]} | 1 | sage | 50.0 | 50.0 | 10.0 | 7.0 | 150.0 |" in out
-    # Each run's paired interval is that of the chains both logs hold: chain 0 only, where SAGE completed both tasks
-    # (14 turns) and GRPO one (40 turns), so every resample gives +100 points and a 65% cut.
-    assert f"{runs[0]}: SAGE vs GRPO: SGC +10.0 points [+100.0, +100.0] (goal +5), steps -25.0% [-65.0, -65.0]" in out
-    # SGC gains 10 and 20 points (mean 15, sd 7.07); steps cut 25% and 50% (mean 37.5%, sd 17.7%).
-    assert "mean +- sd over 2 runs: SGC +15.0 +- 7.1, steps +37.5% +- 17.7%, tokens -50.0% +- 0.0%" in out
+    assert f"| {runs[0]} | 0 | grpo | 50.0 | 0.0 | 20.5 | 11.0 | 102.5 |" in out
+    assert f"| {runs[1]} | 1 | sage | 100.0 | 100.0 | 7.5 | 7.5 | 37.5 |" in out
+    # SAGE gains 50 points and takes 37.8% fewer steps in run 0: minus means fewer, in the interval too. Paired
+    # resamples of the two chains: both chain 0 (14 vs 40 turns, -65.0%), both chain 1 (37 vs 42, -11.9%).
+    assert (f"{runs[0]}: SAGE vs GRPO: SGC +50.0 points [+0.0, +100.0] (goal +5), steps -37.8% [-65.0, -11.9] "
+            "(goal -25%), generated tokens -37.8% [-65.0, -11.9]") in out  # fmt: skip
+    # SGC gains 50 and 100 points (mean 75, sd 35.4); steps cut 37.8% and 63.4% (mean 50.6%, sd 18.1%).
+    assert "mean +- sd over 2 runs: SGC +75.0 +- 35.4 points, steps -50.6% +- 18.1%, tokens -50.6% +- 18.1%" in out
+    assert assert_intervals_hold(out) == 6  # three per run
+
+
+def test_the_interval_check_reads_every_printed_form_and_catches_an_interval_that_misses():
+    ok = "SGC +30.0 points [+21.0, +40.0], steps -31.9% [-38.8, -25.1], | 73.5 | [67.0, 79.5] |"
+    assert assert_intervals_hold(ok) == 3
+    with pytest.raises(AssertionError, match="outside its interval"):
+        assert_intervals_hold("SGC +10.0 points [+100.0, +100.0]")  # what demo_seeds printed for a partial log
+
+
+def run_main(name, argv, monkeypatch, capsys):
+    """Run ``examples/<name>.py`` as ``python examples/<name>.py ARGV`` would (its folder on ``sys.path``)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    load(name).main()
+    return capsys.readouterr().out
+
+
+def test_play_expert_plays_chains_defining_and_reusing_skills(monkeypatch, capsys):
+    out = run_main("play_expert", ["--chains", "2", "--split", "valid_seen"], monkeypatch, capsys)
+    assert "=== chain 0 | task 1: " in out and "> skill " in out and "> call " in out  # defines, then calls
+    summary = out.split("=== summary")[1]
+    assert "chains=2 tasks=4 TGC=1.00 SGC=1.00" in summary
+    assert int(re.search(r"skill reuses: (\d+)", summary).group(1)) > 0
+
+
+def test_evaluate_agent_evaluates_a_registered_agent_and_reads_its_files(tmp_path, monkeypatch, capsys):
+    argv = ["--agent", "expert", "--num-chains", "2", "--output", str(tmp_path)]
+    out = run_main("evaluate_agent", argv, monkeypatch, capsys)
+    summary = json.loads(next(tmp_path.glob("expert__*.json")).read_text())
+    assert summary["n_chains"] == 2 and summary["tgc"] == 1.0
+    assert "expert on 2 chains (4 tasks) of SageChain-ALFWorld-v0 valid_seen, skills=program:" in out
+    assert "TGC 100.0% [100.0, 100.0], SGC 100.0% [100.0, 100.0]" in out
+    assert f"{summary['mean_tokens']:.1f} words per task" in out  # the scripted expert's words, said so
+    assert assert_intervals_hold(out) == 2
+
+
+def test_plugin_agent_is_registered_in_process_and_evaluated(tmp_path, monkeypatch, capsys):
+    from importlib.metadata import entry_points
+
+    out = run_main("plugin_agent", ["--num-chains", "2", "--output", str(tmp_path)], monkeypatch, capsys)
+    assert "keyword" in out.split("registered agents: ")[1].splitlines()[0].split(", ")
+    assert "make_agent('keyword') -> KeywordAgent (keyword-overlap-v1)" in out
+    summary = json.loads(next(tmp_path.glob("keyword__*.json")).read_text())
+    assert summary["agent"] == "keyword" and summary["model"] == "keyword-overlap-v1" and summary["n_chains"] == 2
+    assert f"keyword on 2 chains ({summary['n_tasks']} tasks) of valid_seen: TGC {100 * summary['tgc']:.1f}%" in out
+    # the registration is package metadata on sys.path: gone with it, so no other test sees the agent
+    monkeypatch.undo()
+    assert "keyword" not in {ep.name for ep in entry_points(group="sage_agents.agents")}
+
+
+def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny, tmp_path, monkeypatch, capsys):
+    model, tokenizer = tiny
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    out = run_main("expert_agreement", [str(tmp_path / "model"), "--chains", "0", "1"], monkeypatch, capsys)
+    last = out.strip().splitlines()[-1]
+    agree, turns, share = re.fullmatch(
+        r"agreement (\d+)/(\d+) = (\d\.\d\d) \(none skills, chains \[0, 1\]\)", last
+    ).groups()
+    assert 0 <= int(agree) <= int(turns) and int(turns) > 0 and float(share) == round(int(agree) / int(turns), 2)

@@ -237,3 +237,36 @@ def test_batched_evaluation_of_a_policy_plays_as_one_at_a_time(tiny_copy, tmp_pa
 def test_react_agent_factory_wraps_a_policy_agent(model_dir):
     agent = make_react_agent(model_dir, constrained=True)
     assert isinstance(agent.policy, ReactPolicy) and agent.model_id == model_dir
+
+
+def test_agents_say_what_they_are_given(tiny):
+    """The leaderboard's "given" column: what each built-in agent is handed, read from its own settings."""
+    from sage_agents.baselines import RandomAgent, make_expert
+    from sage_agents.demo import skill_templates
+    from sage_agents.policy import LLMPolicy, PolicyAgent
+    from sage_agents.prompted import MemoryAgent, ReactPolicy, WorkflowMemory
+    from sage_envs.skills import SkillLibrary
+    from sage_envs.skills.dsl import parse_definition
+
+    model, tokenizer = tiny
+    templates = skill_templates(["place_in", "heat_then_place"])
+    bank = SkillLibrary([parse_definition(templates[0])[0]])
+    sage = PolicyAgent(LLMPolicy(model, tokenizer, constrained=True, show_admissible=False, skill_templates=templates),
+                       skill_library=bank)  # fmt: skip
+    assert sage.given == (
+        "constrained decoding: picks among the admissible commands and calls of library skills; "
+        "2 skill-definition templates (place_in, heat_then_place); skill bank of 1 (place_in)"
+    )
+    free = PolicyAgent(LLMPolicy(model, tokenizer, max_new_tokens=16))
+    assert free.given == "free generation (up to 16 tokens); admissible commands listed in the prompt"
+    react = PolicyAgent(ReactPolicy(model, tokenizer, constrained=True))
+    assert react.given.startswith("ReAct prompt (no skills); constrained decoding: picks among the admissible "
+                                  "commands;")  # fmt: skip
+    memory = MemoryAgent(react, WorkflowMemory(5), top_k=2, learn=False)
+    assert memory.given == react.given + "; top 2 workflows from a memory frozen"
+    assert RandomAgent().given == "the admissible commands (picks one uniformly)"
+    assert make_expert(use_skills=False).given == "hand-written rules; the admissible commands"
+    assert make_expert(skills=["use_lamp", "place_in"]).given == (
+        "hand-written rules; the admissible commands; its own skills (place_in, use_lamp), defined in the chain "
+        "where first used"
+    )

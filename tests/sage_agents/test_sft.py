@@ -42,6 +42,23 @@ def test_sft_warm_start_lowers_expert_nll(tiny_copy, tmp_path, capsys):
     assert "'loss'" not in capsys.readouterr().out  # a progress bar, not a printed log line every 2 steps
 
 
+def test_sft_prints_progress_lines_when_stdout_is_not_a_terminal(tiny_copy, tmp_path, capsys, monkeypatch):
+    """Piped to a log (capsys is not a tty) the SFT stage prints plain lines: step, loss once logged, elapsed."""
+    import re
+
+    import sage_agents.progress
+
+    model, tok = tiny_copy
+    pairs = collect_expert_pairs(FakeChainEnv(expert_plan=True, num_chains=2), SkillExpert(), LLMPolicy(model, tok))
+    monkeypatch.setattr(sage_agents.progress, "PLAIN_EVERY_SECONDS", 0.0)  # a line at every step
+    sft_warm_start(model, tok, pairs, output_dir=str(tmp_path), max_steps=4, lr=1e-3, batch_size=4, logging_steps=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sft: ")]
+    steps = [int(re.match(r"sft: (\d+)/4", line).group(1)) for line in lines]
+    assert steps[0] == 0 and steps[-1] == 4 and set(range(5)) <= set(steps)  # the start, every step, the end
+    assert all(line.endswith("s elapsed") for line in lines)
+    assert re.search(r"^sft: 4/4, loss \d+\.\d{3}, \d+s elapsed$", "\n".join(lines), re.MULTILINE)
+
+
 def test_the_progress_bar_follows_the_trainer_steps_and_loss():
     from types import SimpleNamespace
 
