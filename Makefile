@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
 	touch $(STAMP)
 
-# The main job (sage_agents/demo.py): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> evaluation table and plots.
+# The main job (sage_app/demo.py): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> evaluation table and plots.
 demo: $(STAMP)
 	$(BIN)/sage demo --output-dir runs/demo
 
@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check sage_envs sage_agents leaderboard
+	$(BIN)/ruff check sage_envs sage_agents leaderboard sage_app
 
 clean:
 	rm -rf $(VENV) .pytest_cache

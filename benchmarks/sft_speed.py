@@ -3,7 +3,7 @@
     python benchmarks/sft_speed.py --pairs runs/demo/expert/pairs.jsonl            # ~3 min on 2 cores
     python benchmarks/sft_speed.py --pairs runs/demo/expert/pairs.jsonl --steps 200 --repeat 2
 
-The demo's SFT stage (``sage_agents.demo.sft_model``) on the demo's own expert pairs: the same word-level
+The demo's SFT stage (``sage_app.demo.sft_model``) on the demo's own expert pairs: the same word-level
 tokenizer, rebalancing and tiny model (``DemoConfig``'s size, seed 0), bf16 autocast, batch 16, for ``--steps``
 optimizer steps per run. Each setting trains a fresh copy of the same initial model on the same batches; the
 runs alternate (``--repeat`` rounds) so that machine noise hits both. Columns: ``s/step`` = median wall seconds
@@ -20,7 +20,7 @@ import json
 import statistics
 import tempfile
 
-from sage_agents.demo import DemoConfig
+from sage_app.demo import DemoConfig
 from sage_agents.models import build_tiny_model, build_tokenizer
 from sage_agents.sft import reweight_pairs, sft_warm_start
 

@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sage_agents.demo import comparison, comparison_line, logged_episodes, spread, spread_line
+from sage_app.demo import comparison, comparison_line, logged_episodes, spread, spread_line
 
 
 def steps_per_completed_task(run: Path, summary: dict) -> float:

@@ -3,7 +3,7 @@
     python examples/learning_curve.py runs/demo --arm sage --steps 40 --eval-every 5 --output runs/curve-sage
 
 Starts from the demo's SFT checkpoint (``runs/demo/sft/model``, from ``make demo``) with the demo arm's exact
-settings (sage_agents/demo.py ``arm_config``), trains ``--steps`` steps, and every ``--eval-every`` steps plays
+settings (sage_app/demo.py ``arm_config``), trains ``--steps`` steps, and every ``--eval-every`` steps plays
 the first ``--eval-chains`` chains of ``--eval-split`` greedily (TrainConfig ``eval_every``). Writes
 ``OUTPUT/learning_curve.png``: the evaluation success (fixed chains) and the per-step training success (one
 random chain per step, 8 rollouts). Resumable like any training run.
@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from sage_agents.demo import DemoConfig, arm_config
+from sage_app.demo import DemoConfig, arm_config
 from sage_agents.trainer import Trainer
 
 

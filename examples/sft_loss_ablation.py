@@ -22,7 +22,7 @@ import torch
 from expert_agreement import expert_agreement  # examples/ is on sys.path when a script there runs
 
 import sage_envs  # noqa: F401
-from sage_agents.demo import DemoConfig
+from sage_app.demo import DemoConfig
 from sage_agents.models import build_tiny_model, build_tokenizer
 from sage_agents.policy import LLMPolicy
 from sage_agents.sft import reweight_pairs, sft_warm_start

@@ -19,7 +19,7 @@ from token_breakdown import breakdown
 from transformers import AutoTokenizer
 
 from leaderboard.evaluate import EvalConfig, evaluate
-from sage_agents.demo import DemoConfig, skill_templates
+from sage_app.demo import DemoConfig, skill_templates
 from sage_envs.skills import SkillLibrary
 from sage_envs.skills.dsl import parse_definition
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 # The protocol as JSON members (without braces), read from DemoConfig so that the scripts cannot drift.
-ENV=$("$PY" -c 'import json; from sage_agents.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
+ENV=$("$PY" -c 'import json; from sage_app.demo import DemoConfig; print(json.dumps(DemoConfig().env_kwargs)[1:-1])')
 # A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
 FAILED=()
 run() { "$PY" -m leaderboard.evaluate --output leaderboard/results "$@" || FAILED+=("$*"); }

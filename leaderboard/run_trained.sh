@@ -19,7 +19,7 @@ want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # list, read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated
 # its agents.
 { read -r ENV; read -r PROMPT; read -r TEMPLATES; read -r BANK; } < <("$PY" -c 'import json, sys
-from sage_agents.demo import DemoConfig, skill_templates
+from sage_app.demo import DemoConfig, skill_templates
 cfg = DemoConfig(**json.load(open(sys.argv[1] + "/demo_config.json")))
 print(json.dumps(cfg.env_kwargs)[1:-1])
 print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])

@@ -181,7 +181,7 @@ def test_batch_size_falls_back_to_one_chain_at_a_time_without_act_batch(tmp_path
 def test_sage_cli_reaches_the_evaluator(tmp_path):
     from typer.testing import CliRunner
 
-    from sage_agents.cli import app
+    from sage_app.cli import app
 
     result = CliRunner().invoke(app, ["leaderboard", "evaluate", "--agent", "random", "--env", TOY_ID,
                                       "--num-chains", "2", "--split", "train", "--output", str(tmp_path)])  # fmt: skip
@@ -214,7 +214,7 @@ def test_an_agent_with_a_skill_library_starts_every_chain_from_it():
 
 def test_the_expert_calls_the_skills_of_its_starting_library_without_defining_them(tmp_path):
     import sage_envs  # noqa: F401  (registers SageChain-ALFWorld-v0)
-    from sage_agents.demo import skill_templates
+    from sage_app.demo import skill_templates
     from sage_envs.skills import SkillLibrary
     from sage_envs.skills.dsl import parse_definition
 

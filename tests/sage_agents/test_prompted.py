@@ -242,9 +242,9 @@ def test_react_agent_factory_wraps_a_policy_agent(model_dir):
 def test_agents_say_what_they_are_given(tiny):
     """The leaderboard's "given" column: what each built-in agent is handed, read from its own settings."""
     from sage_agents.baselines import RandomAgent, make_expert
-    from sage_agents.demo import skill_templates
     from sage_agents.policy import LLMPolicy, PolicyAgent
     from sage_agents.prompted import MemoryAgent, ReactPolicy, WorkflowMemory
+    from sage_app.demo import skill_templates
     from sage_envs.skills import SkillLibrary
     from sage_envs.skills.dsl import parse_definition
 

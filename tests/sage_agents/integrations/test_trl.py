@@ -13,12 +13,12 @@ import torch
 from typer.testing import CliRunner
 
 from sage_agents.algos.sage import group_rewards, position_advantages
-from sage_agents.cli import app
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.integrations.trl import VLLMPolicy, make_trl_trainer, pack_task
 from sage_agents.policy import completion_logprobs
 from sage_agents.rollout import ChainRollout, Turn, rollout_chains
 from sage_agents.trainer import Trainer
+from sage_app.cli import app
 from tests.sage_agents.fake_env import FakeChainEnv
 
 FAST = dict(

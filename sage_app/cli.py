@@ -108,8 +108,8 @@ def demo(
         list[str] | None, typer.Option("--set", help="Override a DemoConfig field: KEY=VALUE (JSON value).")
     ] = None,
 ) -> None:
-    """The main job: expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> table and plots (sage_agents/demo.py)."""
-    from sage_agents.demo import DemoConfig, run_demo
+    """The main job: expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> table and plots (sage_app/demo.py)."""
+    from sage_app.demo import DemoConfig, run_demo
 
     run_demo(DemoConfig(quick=quick, output_dir=output_dir, **_parse_overrides(set_ or [])))
 

@@ -1,4 +1,7 @@
-"""No import circles among sage_envs modules: imports read with ast, at module and function level alike."""
+"""Imports point one way: no circle among any package's modules, and packages import only the layers below them.
+
+Imports are read with ast, at module and function level alike (a function-level import is a circle all the same).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import sage_envs
+ROOT = Path(__file__).resolve().parents[1]
 
-PACKAGE_ROOT = Path(sage_envs.__file__).resolve().parent
-
-CIRCLE_FREE_SCOPES = ["sage_envs"]
-"""Packages whose modules must import one way."""
+LAYERS = ["sage_envs", "sage_agents", "leaderboard", "sage_app"]
+"""The project's packages, lowest first: each may import only the packages before it."""
 
 
 def module_files(root: Path, package: str) -> dict[str, Path]:
@@ -147,15 +148,36 @@ def test_circle_finder_sees_function_level_imports_and_skips_type_checking(tmp_p
     assert circles(graph) == [["pkg.sub.a", "pkg.sub.b"]]
 
 
-def test_circle_finder_agrees_with_reachability_on_sage_envs():
-    graph = import_graph(module_files(PACKAGE_ROOT, "sage_envs"))
+def project_graph() -> dict[str, set[str]]:
+    """The import graph of every module of every package in :data:`LAYERS`."""
+    modules: dict[str, Path] = {}
+    for package in LAYERS:
+        modules |= module_files(ROOT / package, package)
+    return import_graph(modules)
+
+
+def test_circle_finder_agrees_with_reachability_on_the_project():
+    graph = project_graph()
     in_circle = {module for circle in circles(graph) for module in circle}
     for module in graph:  # a module is in a circle iff one of its imports leads back to it
         assert (module in in_circle) == any(_reaches(graph, target, module) for target in graph[module]), module
 
 
-@pytest.mark.parametrize("scope", CIRCLE_FREE_SCOPES)
-def test_no_import_circle_within(scope):
-    graph = import_graph(module_files(PACKAGE_ROOT, "sage_envs"))
-    inside = [c for c in circles(graph) if any(m == scope or m.startswith(scope + ".") for m in c)]
-    assert inside == [], f"import circles touching {scope}: {inside}"
+@pytest.mark.parametrize("package", LAYERS)
+def test_no_import_circle_within(package):
+    graph = project_graph()
+    inside = [c for c in circles(graph) if any(m == package or m.startswith(package + ".") for m in c)]
+    assert inside == [], f"import circles touching {package}: {inside}"
+
+
+@pytest.mark.parametrize("package", LAYERS)
+def test_packages_import_only_the_layers_below(package):
+    above = set(LAYERS[LAYERS.index(package) + 1 :])
+    upward = sorted(
+        (module, target)
+        for module, targets in project_graph().items()
+        if module.split(".")[0] == package
+        for target in targets
+        if target.split(".")[0] in above
+    )
+    assert upward == [], f"{package} imports a layer above it: {upward}"

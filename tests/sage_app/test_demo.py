@@ -1,14 +1,13 @@
-"""The main job's pipeline (sage_agents/demo.py): the --quick smoke run end to end, resume, the comparison."""
+"""The main job's pipeline (sage_app/demo.py): the --quick smoke run end to end, resume, the comparison."""
 
 import json
 
 import numpy as np
 import pytest
 
-from sage_agents import demo
-from sage_agents.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
-
-from .test_examples import assert_intervals_hold
+from sage_app import demo
+from sage_app.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
+from tests.sage_agents.test_examples import assert_intervals_hold
 
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 

@@ -8,9 +8,8 @@ import gymnasium as gym
 import pytest
 from typer.testing import CliRunner
 
-from sage_agents.cli import app
-
-from .fake_env import FakeChainEnv
+from sage_app.cli import app
+from tests.sage_agents.fake_env import FakeChainEnv
 
 FAKE_ID = "SageChain-FakeCli-v0"
 
