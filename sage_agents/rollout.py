@@ -174,8 +174,18 @@ def rollout_chains(
     return rollouts
 
 
-def rollout_stats(rollouts: Sequence[ChainRollout]) -> dict[str, float]:
-    """Episode metrics of a batch of rollouts (``env/`` namespace; see docs/agents.md)."""
+def rollout_stats(rollouts: Sequence[ChainRollout], chain_length: int | None = None) -> dict[str, float]:
+    """Episode metrics of a batch of rollouts (``env/`` namespace; see docs/agents.md).
+
+    Args:
+        rollouts: the batch.
+        chain_length: the env's configured ``chain_length``: ``env/task_success_pos{k}`` is written for every
+            k = 1..chain_length (0.0 where no rollout played position k), so processes whose chains had different
+            lengths report the same keys. None = the longest chain of ``rollouts``.
+
+    Returns:
+        Metric name -> value.
+    """
     tasks = [(ro, k) for ro in rollouts for k in range(len(ro.played)) if ro.played[k]]
     n_tasks = max(1, len(tasks))
     turns = [t for ro in rollouts for t in ro.turns]
@@ -193,8 +203,13 @@ def rollout_stats(rollouts: Sequence[ChainRollout]) -> dict[str, float]:
         "env/skill_reuse_rate": sum(any(j == k for j, _ in ro.reuse) for ro, k in tasks if k > 0)
         / max(1, sum(1 for _, k in tasks if k > 0)),
     }
-    length = max((len(ro.played) for ro in rollouts), default=0)
-    for k in range(length):
+    longest = max((len(ro.played) for ro in rollouts), default=0)
+    if chain_length is not None and longest > chain_length:
+        raise ValueError(
+            f"a rollout has {longest} chain positions but chain_length={chain_length}; pass the env's "
+            "configured chain_length (the longest chain it can deal)."
+        )
+    for k in range(longest if chain_length is None else chain_length):
         played = [ro for ro in rollouts if k < len(ro.played) and ro.played[k]]
         stats[f"env/task_success_pos{k + 1}"] = sum(ro.task_success[k] for ro in played) / max(1, len(played))
     return stats

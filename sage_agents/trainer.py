@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sage_agents.algos.grpo import policy_loss, row_weights
+from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.evaluation import evaluate_policy
@@ -229,11 +229,24 @@ class Trainer:
         return rows, stats
 
     def loss_weights(self, rows: list[dict[str, Any]]) -> torch.Tensor:
-        """(N,) per-row token weights of the configured loss variant, over the whole batch."""
+        """(N,) per-row token weights of the configured loss variant, over the whole batch of every process.
+
+        Each process holds part of the batch, so the counts a variant divides by (sequences, tokens, longest
+        sequence) are merged over processes first. DDP (and FSDP / DeepSpeed) then *average* the gradients of
+        the processes; the weights are multiplied by the number of processes so that this average is the sum
+        over the whole batch, i.e. exactly the one-process gradient of the same batch (tests/sage_agents/
+        test_distributed.py). A collective: every process must call it.
+        """
         cfg = self.config
         seq_index = {s: i for i, s in enumerate(dict.fromkeys(r["seq"] for r in rows))}
         lengths = [len(r["completion_ids"]) for r in rows]
-        return row_weights(lengths, cfg.loss_type, [seq_index[r["seq"]] for r in rows], cfg.dr_grpo_max_len)
+        seq_ids = [seq_index[r["seq"]] for r in rows]
+        totals = batch_counts(lengths, seq_ids)
+        if self.world > 1:
+            local = torch.tensor([[totals.sequences, totals.tokens, totals.longest]], device=self.accelerator.device)
+            parts = self.accelerator.gather(local).tolist()  # (world, 3)
+            totals = merge_counts([BatchCounts(*map(int, part)) for part in parts])
+        return row_weights(lengths, cfg.loss_type, seq_ids, cfg.dr_grpo_max_len, totals) * self.world
 
     def accumulate_gradients(self, rows: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
         """Backward over ``rows`` in micro-batches; the summed gradient equals the full-batch gradient."""
@@ -323,7 +336,8 @@ class Trainer:
         rollouts = self.rollout()
         t1 = time.perf_counter()
         rows, reward_stats = self.build_rows(rollouts)
-        metrics = {**rollout_stats(rollouts), **reward_stats, **self.update(rows)}
+        chain_length = int(self.envs[0].unwrapped.chain_length)  # every process reports the same positions
+        metrics = {**rollout_stats(rollouts, chain_length), **reward_stats, **self.update(rows)}
         t2 = time.perf_counter()
         self.last_rollouts = rollouts
         self.step += 1
@@ -340,12 +354,29 @@ class Trainer:
             }
         )
         if self.world > 1:
-            keys = sorted(metrics)
-            values = torch.tensor([metrics[k] for k in keys], device=self.accelerator.device)
-            values = self.accelerator.reduce(values, reduction="mean")
-            metrics = dict(zip(keys, values.tolist(), strict=True))
+            metrics = self.mean_over_processes(metrics)
         metrics["charts/step"] = float(self.step)
         return metrics
+
+    def mean_over_processes(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each metric averaged over processes; every process must hold the same keys (a collective).
+
+        The values travel in one tensor ordered by key, so a process with another key set would reduce a tensor
+        of another size (a crash or a hang): the key sets are compared first and a difference raises.
+        """
+        from accelerate.utils import gather_object
+
+        keys = sorted(metrics)
+        key_sets = gather_object([keys])  # one list per process
+        if any(other != keys for other in key_sets):
+            diff = sorted(set().union(*map(set, key_sets)) - set(keys).intersection(*map(set, key_sets)))
+            raise RuntimeError(
+                f"processes logged different metric keys (differing: {diff}); every process must report the "
+                "same keys, e.g. rollout_stats(rollouts, chain_length) with the env's configured chain_length."
+            )
+        values = torch.tensor([metrics[k] for k in keys], device=self.accelerator.device)
+        values = self.accelerator.reduce(values, reduction="mean")
+        return dict(zip(keys, values.tolist(), strict=True))
 
     # ------------------------------------------------------------------ loop and logging
     def train(self) -> list[dict[str, float]]:

@@ -2,9 +2,12 @@
 
 from sage_agents.algos.grpo import (
     LOSS_TYPES,
+    BatchCounts,
+    batch_counts,
     clipped_surrogate,
     group_advantages,
     kl_k3,
+    merge_counts,
     policy_loss,
     row_weights,
 )
@@ -18,11 +21,14 @@ from sage_agents.algos.sage import (
 
 __all__ = [
     "LOSS_TYPES",
+    "BatchCounts",
+    "batch_counts",
     "chain_rewards",
     "clipped_surrogate",
     "group_advantages",
     "group_rewards",
     "kl_k3",
+    "merge_counts",
     "outcome_rewards",
     "policy_loss",
     "position_advantages",

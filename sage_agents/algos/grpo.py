@@ -10,12 +10,15 @@ tokens) are never gathered.
 
 The loss of one optimisation step is ``sum_b w_b * sum_t mask[b, t] * loss[b, t]`` where the row weight
 ``w_b`` comes from :func:`row_weights` and is computed over the whole batch before it is cut into
-micro-batches, so gradient accumulation gives exactly the full-batch gradient.
+micro-batches, so gradient accumulation gives exactly the full-batch gradient. With several processes each
+holds part of the batch: the counts a variant divides by (:class:`BatchCounts`) are merged over processes
+(:func:`merge_counts`) before the weights are made, so every loss variant is still the full-batch gradient.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -54,26 +57,75 @@ def group_advantages(
 
 
 # ---------------------------------------------------------------------------------------------- LOSS WEIGHTS
+@dataclass(frozen=True)
+class BatchCounts:
+    """The batch sizes the loss variants divide by (of one process's rows, or merged over processes)."""
+
+    sequences: int
+    """``S``: sequences (trajectories or turns) in the batch."""
+    tokens: int
+    """``sum_s |o_s|``: completion tokens in the batch."""
+    longest: int
+    """``max_s |o_s|``: completion tokens of the longest sequence."""
+
+
+def _dense_sequences(lengths: torch.Tensor, seq_ids: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
+    """``(seq_len, seq)``: (S,) tokens of each sequence and (B,) each row's dense sequence id (0..S-1)."""
+    if seq_ids is None:
+        seq_ids = torch.arange(len(lengths))
+    _, seq = torch.unique(torch.as_tensor(seq_ids), return_inverse=True)  # (B,) dense ids 0..S-1
+    n_seq = int(seq.max()) + 1 if len(seq) else 0
+    return torch.zeros(n_seq).index_add_(0, seq, lengths), seq
+
+
+def batch_counts(
+    lengths: Sequence[int] | torch.Tensor, seq_ids: Sequence[int] | torch.Tensor | None = None
+) -> BatchCounts:
+    """The :class:`BatchCounts` of a batch of rows.
+
+    Args:
+        lengths: (B,) completion tokens per row.
+        seq_ids: (B,) sequence of each row; None = one row per sequence.
+
+    Returns:
+        Sequences, tokens and the longest sequence's tokens.
+    """
+    seq_len, _ = _dense_sequences(torch.as_tensor(lengths, dtype=torch.float), seq_ids)  # (S,)
+    return BatchCounts(len(seq_len), int(seq_len.sum()), int(seq_len.max()) if len(seq_len) else 0)
+
+
+def merge_counts(parts: Sequence[BatchCounts]) -> BatchCounts:
+    """Counts of a batch split into ``parts`` (one per process; a sequence never spans two parts)."""
+    return BatchCounts(
+        sum(p.sequences for p in parts), sum(p.tokens for p in parts), max((p.longest for p in parts), default=0)
+    )
+
+
 def row_weights(
     lengths: Sequence[int] | torch.Tensor,
     loss_type: str = "grpo",
     seq_ids: Sequence[int] | torch.Tensor | None = None,
     max_len: int | None = None,
+    totals: BatchCounts | None = None,
 ) -> torch.Tensor:
     """Per-row token weight ``w_b`` of each loss variant; every completion token of row b gets ``w_b``.
 
     * ``grpo`` (arXiv 2402.03300 eq. 3): mean over a sequence's tokens, then mean over sequences:
       ``w_b = 1 / (|o_s(b)| * S)``.
     * ``dr_grpo`` (arXiv 2503.20783 eq. 5-6): sum over tokens divided by a constant ``L_max``, mean over
-      sequences: ``w_b = 1 / (S * L_max)``; ``L_max`` = ``max_len`` or, when None, the longest sequence here.
+      sequences: ``w_b = 1 / (S * L_max)``; ``L_max`` = ``max_len`` or, when None, the longest sequence.
     * ``dapo`` (arXiv 2503.14476 eq. 8, token-level loss): mean over all tokens of the batch:
       ``w_b = 1 / sum_s |o_s|``.
+
+    ``S``, ``sum_s |o_s|`` and the longest sequence are those of ``totals`` (the whole batch when these rows are
+    one process's part of it) or, when None, of these rows; ``|o_s(b)|`` is always the row's own sequence's.
 
     Args:
         lengths: (B,) completion tokens per row.
         loss_type: ``grpo``, ``dr_grpo`` or ``dapo``.
         seq_ids: (B,) sequence of each row (rows of one trajectory share an id); None = one row per sequence.
         max_len: the constant ``L_max`` of dr_grpo.
+        totals: the whole batch's counts (:func:`merge_counts` of every process's :func:`batch_counts`).
 
     Returns:
         (B,) float weights.
@@ -81,17 +133,15 @@ def row_weights(
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type={loss_type!r} is not one of {LOSS_TYPES}.")
     lengths = torch.as_tensor(lengths, dtype=torch.float)  # (B,)
-    if seq_ids is None:
-        seq_ids = torch.arange(len(lengths))
-    _, seq = torch.unique(torch.as_tensor(seq_ids), return_inverse=True)  # (B,) dense ids 0..S-1
-    n_seq = int(seq.max()) + 1 if len(seq) else 0
-    seq_len = torch.zeros(n_seq).index_add_(0, seq, lengths)  # (S,) tokens per sequence
+    seq_len, seq = _dense_sequences(lengths, seq_ids)  # (S,), (B,)
+    if totals is None:
+        totals = batch_counts(lengths, seq_ids)
     if loss_type == "grpo":
-        return 1.0 / (seq_len[seq].clamp(min=1) * n_seq)  # (B,)
+        return 1.0 / (seq_len[seq].clamp(min=1) * totals.sequences)  # (B,)
     if loss_type == "dr_grpo":
-        l_max = float(max_len) if max_len else float(seq_len.max().clamp(min=1))
-        return torch.full_like(lengths, 1.0 / (n_seq * l_max))  # (B,)
-    return torch.full_like(lengths, 1.0 / float(lengths.sum().clamp(min=1)))  # (B,) dapo
+        l_max = float(max_len) if max_len else float(max(totals.longest, 1))
+        return torch.full_like(lengths, 1.0 / (totals.sequences * l_max))  # (B,)
+    return torch.full_like(lengths, 1.0 / max(totals.tokens, 1))  # (B,) dapo
 
 
 # ------------------------------------------------------------------------------------------ PER-TOKEN LOSS

@@ -150,7 +150,7 @@ class SageRollout:
         finally:
             policy.model.train(training)
         self.last_rollouts = rollouts
-        self.metrics = rollout_stats(rollouts)
+        self.metrics = rollout_stats(rollouts, self.length)
         if self.reskill is not None:
             self.metrics.update(self.reskill.observe(rollouts, step + 1))
         return self.samples(rollouts, policy.eos_id if policy.eos_id is not None else policy.pad_id)

@@ -143,6 +143,9 @@ def betabinom_logpmf(k: int, n: int, a: np.ndarray | float, b: np.ndarray | floa
     Exact for integer ``0 <= k <= n``, written with rising factorials so that no vectorised lgamma is needed::
 
         log C(n, k) + sum_{j<k} log(a + j) + sum_{j<n-k} log(b + j) - sum_{j<n} log(a + b + j)
+
+    Not ``scipy.stats.betabinom.logpmf``: scipy is neither a dependency of this project nor of any package it
+    installs, and these six lines are exact (tested against the lgamma formula to 1e-9).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     log_choose = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)

@@ -18,7 +18,8 @@ class FakeChainEnv(gym.Env):
 
     Task k of chain c hides ``ITEMS[(c + k) % 3]`` in ``BOXES[(2 * c + k) % 3]``; the agent must ``go to`` the
     box, then ``take`` the item (``easy=True``: arriving at the right box wins). ``skill NAME(params):``
-    blocks and ``call NAME(args)`` run the body with ``{param}`` substituted.
+    blocks and ``call NAME(args)`` run the body with ``{param}`` substituted. ``short_chains`` have one task
+    (like a real split's last chain of a scenario, shorter than ``chain_length``).
     """
 
     metadata = {"render_modes": []}
@@ -30,7 +31,9 @@ class FakeChainEnv(gym.Env):
         num_chains: int = 4,
         expert_plan=False,
         easy=False,
+        short_chains=(),
     ):
+        self.short_chains = frozenset(short_chains)
         self.chain_length, self.max_steps_per_task, self.easy = chain_length, max_steps_per_task, easy
         self.num_chains, self.expert = num_chains, expert_plan
         self.tasks = [f"c{c}/t{k}" for c in range(num_chains) for k in range(chain_length)]
@@ -43,6 +46,7 @@ class FakeChainEnv(gym.Env):
         super().reset(seed=seed)
         options = options or {}
         self.chain = options.get("chain", int(self.np_random.integers(self.num_chains)))
+        self.length = 1 if self.chain in self.short_chains else self.chain_length
         self.library: dict[str, dict] = {}
         self.successes: list[bool] = []
         self._start(0)
@@ -57,7 +61,7 @@ class FakeChainEnv(gym.Env):
         terminated = False
         if new_task:
             self.successes.append(won)
-            if k + 1 < self.chain_length:
+            if k + 1 < self.length:
                 self._start(k + 1)
                 obs_text = "You are in a room with three boxes."
             else:
@@ -188,7 +192,7 @@ class FakeChainEnv(gym.Env):
         k = self.k if task_index is None else task_index
         info = {
             "task_index": k,
-            "chain_length": self.chain_length,
+            "chain_length": self.length,
             "task_type": "fetch",
             "task_success": task_success,
             "chain_successes": list(self.successes),

@@ -7,7 +7,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sage_agents.algos.grpo import clipped_surrogate, group_advantages, kl_k3, policy_loss, row_weights
+from sage_agents.algos.grpo import (
+    BatchCounts,
+    batch_counts,
+    clipped_surrogate,
+    group_advantages,
+    kl_k3,
+    merge_counts,
+    policy_loss,
+    row_weights,
+)
 
 
 def naive_advantages(rewards, valid, scale_std, eps=1e-4):
@@ -91,6 +100,31 @@ def test_row_weights_hand_numbers():
     assert row_weights([2, 2, 4], "dapo").tolist() == [0.125] * 3
     with pytest.raises(ValueError, match="loss_type"):
         row_weights([1], "ppo")
+
+
+def test_batch_counts_hand_numbers_and_merge():
+    # sequences 0: 3+5 tokens, 1: 2 tokens, 2: 7+1 tokens
+    assert batch_counts([3, 5, 2, 7, 1], [0, 0, 1, 2, 2]) == BatchCounts(sequences=3, tokens=18, longest=8)
+    assert batch_counts([3, 5]) == BatchCounts(2, 8, 5)
+    assert batch_counts([]) == BatchCounts(0, 0, 0)
+    parts = [BatchCounts(3, 18, 8), BatchCounts(2, 4, 3), BatchCounts(0, 0, 0)]
+    assert merge_counts(parts) == BatchCounts(5, 22, 8)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("split", [1, 2, 3])
+def test_row_weights_of_split_batch_with_merged_counts_equal_full_batch(loss_type, split):
+    # a batch cut between processes (a sequence never spans two): each part's weights with the merged counts
+    # are the full batch's weights, whatever the parts' sizes
+    lengths, seq_ids = [3, 5, 2, 7, 1, 4], [0, 0, 1, 2, 2, 3]
+    full = row_weights(lengths, loss_type, seq_ids)
+    cut = [0, 2, 3, 5, 6][split]
+    parts = [(lengths[:cut], seq_ids[:cut]), (lengths[cut:], seq_ids[cut:])]
+    totals = merge_counts([batch_counts(n, s) for n, s in parts])
+    got = torch.cat([row_weights(n, loss_type, s, totals=totals) for n, s in parts])
+    assert got.tolist() == pytest.approx(full.tolist())
+    if loss_type != "grpo":  # per-part normalisation (the old per-process behaviour) gives other weights
+        assert torch.cat([row_weights(n, loss_type, s) for n, s in parts]).tolist() != pytest.approx(full.tolist())
 
 
 def test_clipped_surrogate_matches_naive_loop():

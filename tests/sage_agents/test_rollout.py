@@ -35,6 +35,22 @@ def test_skill_expert_chain_records_reuse_and_success():
     assert stats["env/primitive_steps_per_task"] == 2.0 and stats["env/tokens_per_task"] == 3.0
 
 
+def test_rollout_stats_positions_come_from_the_configured_chain_length():
+    # chain 1 is a 1-task chain: a batch of only short chains still reports every configured position
+    expert = SkillExpert()
+    policy = ScriptedPolicy(lambda o, i, h: expert.act(o, i))
+    envs = [FakeChainEnv(chain_length=3, expert_plan=True, short_chains=[1]) for _ in range(2)]
+    short = rollout_chains(envs, policy, [1, 1], [0, 1])
+    assert [len(ro.played) for ro in short] == [1, 1]
+    assert [k for k in rollout_stats(short) if "_pos" in k] == ["env/task_success_pos1"]
+    stats = rollout_stats(short, chain_length=3)
+    assert [k for k in stats if "_pos" in k] == [f"env/task_success_pos{k}" for k in (1, 2, 3)]
+    assert stats["env/task_success_pos1"] == 1.0 and stats["env/task_success_pos3"] == 0.0  # unplayed: 0
+    full = rollout_chains(envs, policy, [0, 0], [0, 1])
+    with pytest.raises(ValueError, match="chain_length=2"):
+        rollout_stats(full, chain_length=2)
+
+
 def test_failed_tasks_history_window_and_lockstep():
     policy = ScriptedPolicy(lambda o, i, h: "look")
     envs = [FakeChainEnv(max_steps_per_task=3), FakeChainEnv(max_steps_per_task=2)]
