@@ -96,7 +96,11 @@ def test_two_steps_change_every_trainable_parameter(tiny, tmp_path):
     ckpts = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
     assert ckpts == ["latest", "step_0000002"]  # save at the end; no temporary folders left
     files = set(os.listdir(tmp_path / "run" / "checkpoints" / "step_0000002"))
-    assert {"model", "optimizer.pt", "rng_0.pt", "trainer_state.json", "skill_library.json"} <= files
+    assert {"model", "state", "trainer_state.json", "skill_library.json"} <= files
+    state = set(os.listdir(tmp_path / "run" / "checkpoints" / "step_0000002" / "state"))
+    # accelerate's save_state: optimizer, scheduler, RNGs; the weights only once, in model/
+    assert {"optimizer.bin", "custom_checkpoint_0.pkl", "random_states_0.pkl"} <= state
+    assert not any(name.startswith(("model", "pytorch_model")) for name in state), state
 
 
 def test_resume_is_exact(tiny, tmp_path):
@@ -149,6 +153,7 @@ def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
     trainer = make_trainer(tiny, tmp_path, group_size=3, beta=0.1, loss_type="grpo")
     rows, _ = trainer.build_rows(trainer.rollout())
     weights = trainer.loss_weights(rows)
+    trainer.add_reference_logprobs(rows)
     grads = []
     for size in (1, 4, len(rows)):
         trainer.config.micro_batch_size = size
