@@ -311,8 +311,7 @@ class LLMPolicy:
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._cache_kw = "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
     # ------------------------------------------------------------------ prompts
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
@@ -659,11 +658,11 @@ def _select_cache(cache: Any, index: torch.Tensor) -> Any:
     return sub
 
 
-def _accepts_logits_to_keep(model: Any) -> bool:
-    """Whether the causal LM under ``model`` (DDP / peft wrappers unwrapped) takes ``logits_to_keep``."""
+def _forward_parameters(model: Any) -> Any:
+    """The ``forward`` parameters of the causal LM under ``model`` (DDP and peft wrappers take ``**kwargs``)."""
     inner = getattr(model, "module", model)  # DistributedDataParallel
     inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
-    return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    return inspect.signature(inner.forward).parameters
 
 
 def completion_logprobs(
@@ -697,7 +696,7 @@ def completion_logprobs(
         attn[i, width - len(r) :] = 1
     position_ids = (attn.cumsum(-1) - 1).clamp(min=0)  # (B, L)
     keep = min(tmax + 1, width)  # the positions that predict a completion token (+1 if a prompt is empty)
-    if _accepts_logits_to_keep(model):
+    if "logits_to_keep" in _forward_parameters(model):
         logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids, logits_to_keep=keep).logits
     else:
         logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids).logits[:, -keep:]

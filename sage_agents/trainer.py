@@ -109,7 +109,9 @@ class Trainer:
         if cfg.beta > 0 and not cfg.lora_r:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         if cfg.gradient_checkpointing:  # only active in train mode: rollouts keep their KV cache
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            # transformers >= 5.2x renamed it (the old name warns); older releases only have the old one
+            enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+            enable({"use_reentrant": False})
         if cfg.lora_r:
             model = self._add_lora(model)
         params = [p for p in model.parameters() if p.requires_grad]

@@ -56,6 +56,14 @@ def test_every_config_field_has_a_one_line_docstring_below_it():
         ({"no_action_penalty": 1.0}, ["no_action_penalty=1.0", "<= 0", "None"]),
         ({"report_to": ["wandb"]}, ["report_to=['wandb']", "jsonl"]),
         ({"top_p": 0.0}, ["top_p=0.0", "(0, 1]"]),
+        ({"dtype": "fp8"}, ["dtype='fp8'", "one of", "float32"]),
+        ({"mixed_precision": "bf17"}, ["mixed_precision='bf17'", "one of", "bf16"]),
+        ({"lora_r": -1}, ["lora_r=-1", "non-negative", "use 0"]),
+        ({"lora_r": 8, "lora_dropout": 1.0}, ["lora_dropout=1.0", "[0, 1)", "0.05"]),
+        ({"lora_r": 8, "lora_target_modules": []}, ["lora_target_modules=[]", "non-empty list", "None"]),
+        ({"lora_target_modules": ["q_proj"]}, ["lora_target_modules=['q_proj']", "LoRA on", "lora_r > 0"]),
+        ({"backend": "trl", "lora_r": 8}, ["lora_r=8", "backend='trl'", "lora_r=0"]),
+        ({"backend": "trl", "mixed_precision": "bf16"}, ["mixed_precision='bf16'", "trl_args", "bf16"]),
     ],
 )
 def test_config_errors_name_value_rule_and_fix(kwargs, pieces):
