@@ -17,6 +17,8 @@ SEQUENCE_UNITS = ("trajectory", "turn")
 REWARD_MODES = ("skill", "outcome")
 REPORTERS = ("jsonl", "tensorboard")
 BACKENDS = ("native", "trl")
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+MIXED_PRECISIONS = ("no", "bf16", "fp16")
 
 
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
@@ -69,6 +71,20 @@ class TrainConfig:
     """Optimisation steps to train for."""
     seed: int = 0
     """Seed of every random choice (chains, sampling, initial tiny weights)."""
+    dtype: str = "float32"
+    """Dtype of the trained (master) weights: a bf16/fp16 checkpoint is upcast; ``auto`` keeps the checkpoint's."""
+    mixed_precision: str = "no"
+    """Compute dtype of forward passes through accelerate's autocast: ``no``, ``bf16`` or ``fp16`` (GPU)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (non-reentrant): less memory, ~30% more update time."""
+    lora_r: int = 0
+    """LoRA rank (peft); 0 = full fine-tuning."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the update is scaled by lora_alpha / lora_r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA branch's input."""
+    lora_target_modules: list[str] | None = None
+    """Module names LoRA adapts (e.g. ``["q_proj", "v_proj"]``); None = every linear layer but the LM head."""
 
     # ------------------------------------------------------------------ environment
     env_id: str = "SageChain-ALFWorld-v0"
@@ -188,6 +204,8 @@ class TrainConfig:
             "sequence_unit": SEQUENCE_UNITS,
             "candidate_score": ("sum", "mean"),
             "backend": BACKENDS,
+            "dtype": DTYPES,
+            "mixed_precision": MIXED_PRECISIONS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -238,8 +256,25 @@ class TrainConfig:
             fail("report_to", f"entries must be in {REPORTERS}", "drop the unknown sinks")
         if not isinstance(self.env_kwargs, dict):
             fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
+        self._check_lora(fail)
         self._check_reskill(fail)
         self._check_backend(fail)
+
+    def _check_lora(self, fail: Any) -> None:
+        """Validate the ``lora_*`` fields."""
+        if not isinstance(self.lora_r, int) or self.lora_r < 0:
+            fail("lora_r", "must be a non-negative integer", "use 0 (LoRA off) or a rank such as 16")
+        if not isinstance(self.lora_alpha, int) or self.lora_alpha < 1:
+            fail("lora_alpha", "must be a positive integer", "use 16 (or 2 * lora_r)")
+        if not 0 <= self.lora_dropout < 1:
+            fail("lora_dropout", "must be in [0, 1)", "use 0.0 or 0.05")
+        targets = self.lora_target_modules
+        if targets is not None and not (
+            isinstance(targets, list) and targets and all(isinstance(t, str) and t for t in targets)
+        ):
+            fail("lora_target_modules", "must be None or a non-empty list of module names", "use None (all linear)")
+        if self.lora_r == 0 and targets is not None:
+            fail("lora_target_modules", "only applies with LoRA on", "set lora_r > 0 or drop lora_target_modules")
 
     def _check_backend(self, fail: Any) -> None:
         """Validate ``trl_args`` and what the TRL backend does not do (yet)."""
@@ -249,9 +284,15 @@ class TrainConfig:
             if self.trl_args:
                 fail("trl_args", "only applies to backend='trl'", "set backend='trl' or drop trl_args")
             return
-        for name, off in (("eval_every", 0), ("resume", False)):
+        for name, off in (("eval_every", 0), ("resume", False), ("lora_r", 0)):
             if getattr(self, name) != off:
                 fail(name, "is not supported by backend='trl' yet", f"set {name}={off!r} or use backend='native'")
+        for name, off, trl_name in (
+            ("mixed_precision", "no", "bf16 / fp16"),
+            ("gradient_checkpointing", False, "gradient_checkpointing"),
+        ):
+            if getattr(self, name) != off:
+                fail(name, "the TRL backend takes it from trl_args", f"set {name}={off!r} and pass trl_args {trl_name}")
 
     def _check_reskill(self, fail: Any) -> None:
         """Validate the ``reskill_*`` fields (only when ``algo == "reskill"`` for the cross-field rules)."""

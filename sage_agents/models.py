@@ -190,22 +190,61 @@ def build_tiny_model(
 def load_policy(path: str | os.PathLike, *, dtype: Any = None, device: str | None = None):
     """Load any Hugging Face causal LM and its tokenizer from a local folder (never the Hub).
 
+    A LoRA adapter folder (``adapter_config.json``, e.g. a checkpoint's ``model/`` of a ``lora_r > 0`` run) is
+    loaded onto its base model (the local folder named by ``base_model_name_or_path``) with peft's
+    ``PeftModel.from_pretrained`` and merged: the result is a plain model for inference.
+
     Args:
-        path: a folder written by ``save_pretrained`` (model + tokenizer).
-        dtype: torch dtype to load in (default: the checkpoint's).
+        path: a folder written by ``save_pretrained`` (model + tokenizer, or a peft adapter + tokenizer).
+        dtype: torch dtype (or its name, or ``"auto"``) to load in (default: the checkpoint's).
         device: move the model there (default: stay on CPU).
 
     Returns:
         ``(model, tokenizer)``; the tokenizer pads on the left and has a pad token.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM
 
+    path = _local_folder(path)
+    adapter_config = path / "adapter_config.json"
+    if adapter_config.is_file():
+        from peft import PeftModel
+
+        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path") or ""
+        if not Path(base).is_dir():
+            raise FileNotFoundError(
+                f"the LoRA adapter in {str(path)!r} names base model {base!r}, which is not a local folder; set "
+                "base_model_name_or_path in its adapter_config.json to the base model's folder."
+            )
+        model, tokenizer = load_policy(base, dtype=dtype)
+        if (path / "tokenizer_config.json").is_file():
+            tokenizer = _load_tokenizer(path)
+        model = PeftModel.from_pretrained(model, path, local_files_only=True).merge_and_unload()
+    else:
+        tokenizer = _load_tokenizer(path)
+        kwargs = {"local_files_only": True}
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if device is not None:
+        model.to(device)
+    return model, tokenizer
+
+
+def _local_folder(path: str | os.PathLike) -> Path:
+    """``path`` as a ``Path``, or a FileNotFoundError when it is not a local folder (a Hub name, a typo)."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(
             f"model path {str(path)!r} is not a local folder; pass a directory written by save_pretrained "
             "(sage_agents never downloads from the Hub)."
         )
+    return path
+
+
+def _load_tokenizer(path: Path) -> Any:
+    """The tokenizer saved in ``path``, padding on the left, with a pad token."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
     config_file = path / "tokenizer_config.json"
     declared = json.loads(config_file.read_text()).get("tokenizer_class", "") if config_file.exists() else ""
     if declared in ("TokenizersBackend", "PreTrainedTokenizerFast") and (path / "tokenizer.json").exists():
@@ -213,16 +252,10 @@ def load_policy(path: str | os.PathLike, *, dtype: Any = None, device: str | Non
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
     else:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    kwargs = {"local_files_only": True}
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    if device is not None:
-        model.to(device)
-    return model, tokenizer
+    return tokenizer
 
 
 def count_parameters(model: Any) -> int:

@@ -311,8 +311,7 @@ class LLMPolicy:
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._cache_kw = "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
     @property
     def given(self) -> str:
@@ -674,6 +673,13 @@ def _select_cache(cache: Any, index: torch.Tensor) -> Any:
     return sub
 
 
+def _forward_parameters(model: Any) -> Any:
+    """The ``forward`` parameters of the causal LM under ``model`` (DDP and peft wrappers take ``**kwargs``)."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
+    return inspect.signature(inner.forward).parameters
+
+
 def completion_logprobs(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
@@ -685,8 +691,10 @@ def completion_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Differentiable ``log pi(completion token | prompt, earlier tokens)`` for a batch of rows.
 
-    Rows are right-padded ``prompt + completion``; only completion positions are gathered, so prompt
-    (environment) tokens never reach the loss.
+    Rows are left-padded ``prompt + completion`` (position ids count real tokens only, as in generation), so
+    every completion ends at the last column and the LM head runs only on the last ``T + 1`` positions
+    (``logits_to_keep``, where the model takes it): prompt (environment) tokens never get logits, never reach
+    the loss, and a long prompt costs no (L, V) logits tensor.
 
     Returns:
         ``(logp, mask, entropy)``: (B, T) log-probs of the completion tokens, (B, T) float mask of real
@@ -699,18 +707,23 @@ def completion_logprobs(
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)  # (B, L)
     attn = torch.zeros_like(ids)  # (B, L)
     for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, device=device)
-        attn[i, : len(r)] = 1
-    logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
-    plen = torch.tensor([len(p) for p in prompt_ids], device=device)  # (B,)
+        ids[i, width - len(r) :] = torch.tensor(r, device=device)
+        attn[i, width - len(r) :] = 1
+    position_ids = (attn.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    keep = min(tmax + 1, width)  # the positions that predict a completion token (+1 if a prompt is empty)
+    if "logits_to_keep" in _forward_parameters(model):
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids, logits_to_keep=keep).logits
+    else:
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids).logits[:, -keep:]
+    # logits: (B, K) over columns width-K .. width-1
     clen = torch.tensor([len(c) for c in completion_ids], device=device)  # (B,)
     steps = torch.arange(tmax, device=device)  # (T,)
     mask = (steps[None] < clen[:, None]).float()  # (B, T)
-    pred_pos = (plen[:, None] - 1 + steps[None]).clamp(max=width - 1)  # (B, T): position predicting each token
-    tok_pos = (plen[:, None] + steps[None]).clamp(max=width - 1)  # (B, T)
-    sel = logits.gather(1, pred_pos[..., None].expand(-1, -1, logits.shape[-1])).float()  # (B, T, V)
+    tok_col = (width - clen[:, None] + steps[None]).clamp(max=width - 1)  # (B, T): column of each token
+    pred_idx = (tok_col - 1 - (width - keep)).clamp(min=0)  # (B, T): its predicting column, in the kept block
+    sel = logits.gather(1, pred_idx[..., None].expand(-1, -1, logits.shape[-1])).float()  # (B, T, V)
     logp_all = F.log_softmax(sel / temperature, dim=-1)  # (B, T, V)
-    targets = ids.gather(1, tok_pos)  # (B, T)
+    targets = ids.gather(1, tok_col)  # (B, T)
     logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask  # (B, T)
     entropy = None
     if with_entropy:

@@ -14,6 +14,13 @@ gradient over every policy token with gradient accumulation, (5) log ``env/``, `
 metrics, (6) checkpoint atomically. ``accelerate launch`` runs it data-parallel (each process plays its own
 chains). ``algo="reskill"`` adds ReSkill (:mod:`sage_agents.reskill`): step (2) gives each rollout slot a library
 version and, after (4), the controller tracks the versions' outcomes, decides tests and creates skills.
+
+Library parts: ``accelerate`` (devices, DDP / FSDP / DeepSpeed, autocast ``mixed_precision``, ``save_state`` /
+``load_state``), ``peft`` (LoRA), ``transformers.get_scheduler`` (warm-up). Weights are kept in ``dtype``
+(float32 master weights by default, whatever the checkpoint's dtype). The free-generation loop stays hand-written
+(:meth:`sage_agents.policy.LLMPolicy.generate`): it returns the sampling log-probs of the training distribution
+``log_softmax(logits / temperature)`` (``generate``'s scores are after top-p masking), and constrained decoding,
+the path a small model trains on, scores candidates with a shared prompt cache that ``generate`` has no mode for.
 """
 
 from __future__ import annotations
@@ -80,13 +87,13 @@ class Trainer:
         from accelerate.state import AcceleratorState
 
         self.config = cfg = config
-        if AcceleratorState._shared_state and AcceleratorState().mixed_precision != "no":
+        if AcceleratorState._shared_state and AcceleratorState().mixed_precision != cfg.mixed_precision:
             # e.g. a transformers Trainer (the SFT warm start) left bf16 autocast in accelerate's singleton
             AcceleratorState._reset_state(reset_partial_state=False)
         # Processes run different numbers of micro-batches (rollout lengths differ): no per-forward buffer
         # broadcast, so the only collectives are the one gradient all-reduce per optimizer step.
         ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
-        self.accelerator = Accelerator(cpu=cfg.cpu, mixed_precision="no", kwargs_handlers=[ddp])
+        self.accelerator = Accelerator(cpu=cfg.cpu, mixed_precision=cfg.mixed_precision, kwargs_handlers=[ddp])
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
         random.seed(cfg.seed + self.rank)
         np.random.seed(cfg.seed + self.rank)
@@ -94,14 +101,39 @@ class Trainer:
         if model is None:
             model, tokenizer = self._build_model()
         self.tokenizer = tokenizer
+        if cfg.dtype != "auto":  # master weights: AdamW at lr 1e-6 on bf16 weights would round most updates away
+            model.to(getattr(torch, cfg.dtype))
         model.to(self.accelerator.device)
-        self.ref_model = None
-        if cfg.beta > 0:
+        self.out = Path(cfg.output_dir)
+        self.ref_model = None  # with LoRA the reference is the base model: the adapter switched off
+        if cfg.beta > 0 and not cfg.lora_r:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if cfg.gradient_checkpointing:  # only active in train mode: rollouts keep their KV cache
+            # transformers >= 5.2x renamed it (the old name warns); older releases only have the old one
+            enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+            enable({"use_reentrant": False})
+        if cfg.lora_r:
+            model = self._add_lora(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        from transformers import get_scheduler
+
+        self.scheduler = get_scheduler("constant_with_warmup", optimizer, num_warmup_steps=cfg.warmup_steps)
+        with warnings.catch_warnings():  # no optimizer step yet: intended, see below
+            warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*", category=UserWarning)
+            # transformers' warm-up gives step s the factor s / warmup (0 at s = 0: a whole rollout for nothing);
+            # one step ahead, step s trains at (s + 1) / warmup, reaching the full rate at s = warmup - 1.
+            self.scheduler.step()
         with warnings.catch_warnings():  # torch renamed broadcast_buffers; accelerate does not pass the new name
             warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
             self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        # Not prepared: accelerate's scheduler wrapper steps once per process. Saved by save_state all the same.
+        self.accelerator.register_for_checkpointing(self.scheduler)
+        # The weights live in model/ (save_pretrained: what the evaluator loads; the adapter alone with LoRA), so
+        # save_state keeps only optimizer, scaler, scheduler and RNGs. Under FSDP / DeepSpeed accelerate saves and
+        # restores the sharded weights itself and these lists are empty.
+        self.accelerator.register_save_state_pre_hook(lambda models, weights, _dir: weights.clear())
+        self.accelerator.register_load_state_pre_hook(self._load_weights_hook)
         self.policy = LLMPolicy(self.accelerator.unwrap_model(self.model), tokenizer, **cfg.policy_kwargs)
         n_envs = cfg.group_size * cfg.chains_per_step
         self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
@@ -113,7 +145,6 @@ class Trainer:
         self.last_rollouts: list[ChainRollout] = []
         # The program skills the skill-integrated reward paid for; the trained agent's library (docs/agents.md).
         self.skill_bank = SkillLibrary()
-        self.out = Path(cfg.output_dir)
         self.ckpt_dir = self.out / "checkpoints"
         self.reskill = None  # algo="reskill": per-slot library versions, skill creation (docs/reskill.md)
         if cfg.algo == "reskill":
@@ -135,22 +166,45 @@ class Trainer:
         if cfg.model_path:
             from sage_agents.models import load_policy
 
-            return load_policy(cfg.model_path)
+            return load_policy(cfg.model_path, dtype=cfg.dtype)
         from sage_agents.models import build_tiny_model
 
         return build_tiny_model(hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
+
+    def _add_lora(self, model: Any) -> Any:
+        """Wrap ``model`` in a peft LoRA model whose saved adapter names a local base folder.
+
+        The base is ``model_path`` when the model came from there, else the initial model is written once to
+        ``output_dir/base_model``: ``PeftModel.from_pretrained(base, checkpoint/model)`` and :func:`load_policy`
+        need the base on disk, and nothing is ever fetched from the Hub.
+        """
+        from peft import LoraConfig, get_peft_model
+
+        cfg = self.config
+        base = Path(cfg.model_path).resolve() if cfg.model_path else None
+        if base is None or not (base / "config.json").is_file():
+            base = (self.out / "base_model").resolve()
+            if self.is_main and not (base / "config.json").is_file():
+                model.save_pretrained(base, safe_serialization=True)
+                self.tokenizer.save_pretrained(base)
+            self.accelerator.wait_for_everyone()
+        if cfg.gradient_checkpointing:  # frozen embeddings: checkpointed blocks need an input that requires grad
+            model.enable_input_require_grads()
+        lora = LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules or "all-linear",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+        model.peft_config["default"].base_model_name_or_path = str(base)
+        return model
 
     @property
     def is_main(self) -> bool:
         """True on the process that writes files."""
         return self.accelerator.is_main_process
-
-    def lr_at(self, step: int) -> float:
-        """Learning rate of optimisation step ``step`` (0-based): linear warm-up, then constant."""
-        cfg = self.config
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        return cfg.lr
 
     # ------------------------------------------------------------------ one step
     def next_chains(self) -> list[int]:
@@ -248,6 +302,28 @@ class Trainer:
             totals = merge_counts([BatchCounts(*map(int, part)) for part in parts])
         return row_weights(lengths, cfg.loss_type, seq_ids, cfg.dr_grpo_max_len, totals) * self.world
 
+    def add_reference_logprobs(self, rows: list[dict[str, Any]]) -> None:
+        """Set each row's ``ref_logp`` (T,): the reference model's log-probs, once per batch (not per PPO epoch)."""
+        cfg = self.config
+        ref, switch_off = self.ref_model, contextlib.nullcontext()
+        if ref is None:  # LoRA: the reference is the base model, i.e. the policy with its adapter switched off
+            ref, switch_off = self.model, self.accelerator.unwrap_model(self.model).disable_adapter()
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad(), switch_off:
+            for i in range(0, len(rows), cfg.micro_batch_size):
+                batch = rows[i : i + cfg.micro_batch_size]
+                logp, _, _ = completion_logprobs(
+                    ref,
+                    [r["prompt_ids"] for r in batch],
+                    [r["completion_ids"] for r in batch],
+                    temperature=cfg.temperature,
+                    pad_id=self.policy.pad_id,
+                )  # (B, T)
+                for j, r in enumerate(batch):
+                    r["ref_logp"] = logp[j, : len(r["completion_ids"])]  # (T_j,)
+        self.model.train(was_training)
+
     def accumulate_gradients(self, rows: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
         """Backward over ``rows`` in micro-batches; the summed gradient equals the full-batch gradient."""
         cfg, acc = self.config, self.accelerator
@@ -268,9 +344,9 @@ class Trainer:
         if not rows:
             return {"losses/policy_loss": 0.0, "losses/grad_norm": 0.0}
         weights = self.loss_weights(rows)  # (N,)
+        if cfg.beta > 0:
+            self.add_reference_logprobs(rows)
         self.model.train()
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.lr_at(self.step)
         sums: dict[str, float] = {}
         params = [p for p in self.model.parameters() if p.requires_grad]
         for _ in range(cfg.ppo_epochs):
@@ -304,15 +380,11 @@ class Trainer:
             old[i, : len(r["old_logp"])] = torch.tensor(r["old_logp"], device=device)
         adv = torch.tensor([r["adv"] for r in batch], device=device)  # (B,)
         ref = None
-        if self.ref_model is not None:
-            with torch.no_grad():
-                ref, _, _ = completion_logprobs(
-                    self.ref_model,
-                    prompts,
-                    completions,
-                    temperature=cfg.temperature,
-                    pad_id=self.policy.pad_id,
-                )  # (B, T)
+        if cfg.beta > 0:
+            assert all("ref_logp" in r for r in batch), "add_reference_logprobs(rows) runs before the update"
+            ref = torch.zeros_like(logp)  # (B, T)
+            for i, r in enumerate(batch):
+                ref[i, : len(r["ref_logp"])] = r["ref_logp"]
         loss, stats = policy_loss(
             logp,
             old,
@@ -337,7 +409,9 @@ class Trainer:
         t1 = time.perf_counter()
         rows, reward_stats = self.build_rows(rollouts)
         chain_length = int(self.envs[0].unwrapped.chain_length)  # every process reports the same positions
+        learning_rate = self.scheduler.get_last_lr()[0]
         metrics = {**rollout_stats(rollouts, chain_length), **reward_stats, **self.update(rows)}
+        self.scheduler.step()
         t2 = time.perf_counter()
         self.last_rollouts = rollouts
         self.step += 1
@@ -345,7 +419,7 @@ class Trainer:
             metrics.update(self.reskill.observe(rollouts, self.step))
         metrics.update(
             {
-                "charts/learning_rate": self.lr_at(self.step - 1),
+                "charts/learning_rate": learning_rate,
                 "charts/tokens_generated": float(sum(len(r["completion_ids"]) for r in rows)),
                 "charts/turns": float(len(rows)),
                 "charts/rollout_seconds": t1 - t0,
@@ -455,14 +529,6 @@ class Trainer:
                 self._writer.add_scalar(key, value, self.step)
 
     # ------------------------------------------------------------------ checkpoints
-    def _rng_state(self) -> dict[str, Any]:
-        return {
-            "python": random.getstate(),
-            "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "chain_rng": self.chain_rng.bit_generator.state,
-        }
 
     def _persistent_libraries(self) -> list[Any] | None:
         """Each env's library as a dict when they persist across chains (``library_scope="persistent"``)."""
@@ -474,8 +540,10 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/step_N`` atomically: a temporary folder renamed with ``os.replace``.
 
-        Holds the model + tokenizer (``save_pretrained``), the optimizer, every process's RNG states, the
-        trainer state (step, chain sampler), the last chains' libraries, the persistent ones, and the skill bank
+        Holds the model + tokenizer in ``model/`` (``save_pretrained``; with LoRA the adapter, which
+        ``PeftModel.from_pretrained(base, model/)`` and :func:`~sage_agents.models.load_policy` load), accelerate's
+        ``save_state`` in ``state/`` (optimizer, scheduler, grad scaler, every process's RNG states), the trainer
+        state (step, chain sampler), the last chains' libraries, the persistent ones, and the skill bank
         (``skill_bank.json`` with history, ``skill_library/`` as SKILL.md folders).
         """
         acc = self.accelerator
@@ -485,15 +553,20 @@ class Trainer:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         acc.wait_for_everyone()
-        torch.save(self._rng_state(), tmp / f"rng_{self.rank}.pt")
+        acc.save_state(str(tmp / "state"))
         libraries = self._persistent_libraries()
         if libraries is not None:  # every env of every process carries its own library
             (tmp / f"skill_libraries_{self.rank}.json").write_text(json.dumps(libraries))
+        weights = acc.get_state_dict(self.model)  # every process: gathers sharded (FSDP / ZeRO-3) weights
         if self.is_main:
-            acc.unwrap_model(self.model).save_pretrained(tmp / "model", safe_serialization=True)
+            acc.unwrap_model(self.model).save_pretrained(tmp / "model", state_dict=weights, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp / "model")
-            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-            state = {"step": self.step, "world": self.world, "config": self.config.to_dict()}
+            state = {
+                "step": self.step,
+                "world": self.world,
+                "chain_rng": self.chain_rng.bit_generator.state,  # the same on every process
+                "config": self.config.to_dict(),
+            }
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
             summaries = [ro.library for ro in self.last_rollouts]
             (tmp / "skill_library.json").write_text(json.dumps(summaries, indent=2))
@@ -525,29 +598,33 @@ class Trainer:
         found = sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir() and not p.name.endswith(".old"))
         return found[-1] if found else None
 
+    def _load_weights_hook(self, models: list[Any], input_dir: str) -> None:
+        """``load_state`` pre-hook: load the weights from the checkpoint's ``model/`` (see ``save_checkpoint``)."""
+        if not models:  # FSDP / DeepSpeed: accelerate restores its own sharded copy
+            return
+        folder = Path(input_dir).parent / "model"
+        model = self.accelerator.unwrap_model(self.model)
+        if self.config.lora_r:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+        else:
+            from transformers import AutoModelForCausalLM
+
+            saved = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=model.dtype)
+            model.load_state_dict(saved.state_dict())
+        models.clear()
+
     def load_checkpoint(self, path: str | os.PathLike | None = None) -> None:
-        """Restore model, optimizer, RNG states, step and library; trim metrics.jsonl to that step."""
+        """Restore weights, optimizer, scheduler, RNG states, step and library; trim metrics.jsonl to that step."""
         path = Path(path) if path else self.latest_checkpoint()
         if path is None:
             return  # nothing to resume from: start fresh
-        from transformers import AutoModelForCausalLM
-
-        saved = AutoModelForCausalLM.from_pretrained(path / "model", local_files_only=True)
-        model = self.accelerator.unwrap_model(self.model)
-        model.load_state_dict(saved.state_dict())
-        del saved
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        self.accelerator.load_state(str(path / "state"))  # weights through _load_weights_hook
         state = json.loads((path / "trainer_state.json").read_text())
         self.step = int(state["step"])
-        rng_file = path / f"rng_{self.rank}.pt"
-        if rng_file.exists():
-            rng = torch.load(rng_file, weights_only=False)
-            random.setstate(rng["python"])
-            np.random.set_state(rng["numpy"])
-            torch.set_rng_state(rng["torch"])
-            if rng["cuda"] is not None and torch.cuda.is_available():
-                torch.cuda.set_rng_state_all(rng["cuda"])
-            self.chain_rng.bit_generator.state = rng["chain_rng"]
+        self.chain_rng.bit_generator.state = state["chain_rng"]
         if self.reskill is not None:
             self.reskill.load(path, self.step)
         if (path / "skill_bank.json").exists():

@@ -41,7 +41,7 @@ def test_accelerate_two_process_data_parallel_on_cpu(tmp_path):
     ranks = launch(tmp_path, "--multi_gpu", "--num_processes", "2")
     assert [r["world"] for r in ranks] == [2, 2] and [r["steps"] for r in ranks] == [2, 2]
     assert ranks[0]["checksum"] == ranks[1]["checksum"]  # replicas stay identical after all-reduced steps
-    assert (tmp_path / "checkpoints" / "step_0000002" / "rng_1.pt").exists()
+    assert (tmp_path / "checkpoints" / "step_0000002" / "state" / "random_states_1.pkl").exists()  # per process
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
 
 

@@ -56,6 +56,14 @@ def test_every_config_field_has_a_one_line_docstring_below_it():
         ({"no_action_penalty": 1.0}, ["no_action_penalty=1.0", "<= 0", "None"]),
         ({"report_to": ["wandb"]}, ["report_to=['wandb']", "jsonl"]),
         ({"top_p": 0.0}, ["top_p=0.0", "(0, 1]"]),
+        ({"dtype": "fp8"}, ["dtype='fp8'", "one of", "float32"]),
+        ({"mixed_precision": "bf17"}, ["mixed_precision='bf17'", "one of", "bf16"]),
+        ({"lora_r": -1}, ["lora_r=-1", "non-negative", "use 0"]),
+        ({"lora_r": 8, "lora_dropout": 1.0}, ["lora_dropout=1.0", "[0, 1)", "0.05"]),
+        ({"lora_r": 8, "lora_target_modules": []}, ["lora_target_modules=[]", "non-empty list", "None"]),
+        ({"lora_target_modules": ["q_proj"]}, ["lora_target_modules=['q_proj']", "LoRA on", "lora_r > 0"]),
+        ({"backend": "trl", "lora_r": 8}, ["lora_r=8", "backend='trl'", "lora_r=0"]),
+        ({"backend": "trl", "mixed_precision": "bf16"}, ["mixed_precision='bf16'", "trl_args", "bf16"]),
     ],
 )
 def test_config_errors_name_value_rule_and_fix(kwargs, pieces):
@@ -96,7 +104,11 @@ def test_two_steps_change_every_trainable_parameter(tiny, tmp_path):
     ckpts = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
     assert ckpts == ["latest", "step_0000002"]  # save at the end; no temporary folders left
     files = set(os.listdir(tmp_path / "run" / "checkpoints" / "step_0000002"))
-    assert {"model", "optimizer.pt", "rng_0.pt", "trainer_state.json", "skill_library.json"} <= files
+    assert {"model", "state", "trainer_state.json", "skill_library.json"} <= files
+    state = set(os.listdir(tmp_path / "run" / "checkpoints" / "step_0000002" / "state"))
+    # accelerate's save_state: optimizer, scheduler, RNGs; the weights only once, in model/
+    assert {"optimizer.bin", "custom_checkpoint_0.pkl", "random_states_0.pkl"} <= state
+    assert not any(name.startswith(("model", "pytorch_model")) for name in state), state
 
 
 def test_resume_is_exact(tiny, tmp_path):
@@ -149,6 +161,7 @@ def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
     trainer = make_trainer(tiny, tmp_path, group_size=3, beta=0.1, loss_type="grpo")
     rows, _ = trainer.build_rows(trainer.rollout())
     weights = trainer.loss_weights(rows)
+    trainer.add_reference_logprobs(rows)
     grads = []
     for size in (1, 4, len(rows)):
         trainer.config.micro_batch_size = size

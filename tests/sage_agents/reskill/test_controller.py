@@ -200,7 +200,7 @@ def test_two_reskill_steps_on_the_fake_env_train_every_parameter(tiny, tmp_path)
     assert history[0]["reskill/testing"] == 1.0 and history[1]["reskill/tests_completed"] == 1.0
     assert "reskill/p_new" in history[1] and "losses/policy_loss" in history[1]
     ckpt = tmp_path / "fake" / "checkpoints" / "step_0000002"
-    assert {"reskill_state.json", "model", "optimizer.pt"} <= set(os.listdir(ckpt))
+    assert {"reskill_state.json", "model", "state"} <= set(os.listdir(ckpt))
     assert (tmp_path / "fake" / "reskill" / "lifecycle.png").exists()
     events = read_lifecycle(tmp_path / "fake" / "reskill" / "lifecycle.jsonl")
     assert [e["event"] for e in events][:2] == ["created", "tested"]
