@@ -22,7 +22,6 @@ spent in generation (rollout) vs training (update).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import statistics
 import sys
@@ -51,16 +50,6 @@ SHAPES: dict[str, dict[str, Any]] = {
     "toy": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "head_dim": 8, "intermediate_size": 64, "vocab_size": 1024, "tie_word_embeddings": True},
 }  # fmt: skip
-NEW_FIELDS = ("dtype", "mixed_precision", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
-"""TrainConfig fields this check needs (besides ``gradient_checkpointing``)."""
-
-
-def missing_fields() -> list[str]:
-    """The TrainConfig fields this check uses that the installed sage_agents lacks."""
-    have = {f.name for f in dataclasses.fields(TrainConfig)}
-    return [name for name in (*NEW_FIELDS, "gradient_checkpointing") if name not in have]
-
-
 def save_random_qwen3(size: str, folder: Path, dtype: torch.dtype, device: str) -> int:
     """A random-init Qwen3 of ``SHAPES[size]`` with the offline tokenizer, saved to ``folder``; returns params."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -178,10 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in args.sizes if s not in SHAPES] + [m for m in args.modes if m not in ("full", "lora")]
     if bad:
         parser.error(f"unknown sizes/modes {bad}; sizes: {sorted(SHAPES)}, modes: full, lora")
-    missing = missing_fields()
-    if missing:
-        print(f"TrainConfig lacks {missing} (the mixed-precision / LoRA fields of issue 19 item 2): cannot run.")
-        return 2
     cuda = torch.cuda.is_available() and not args.cpu
     device = "cuda" if cuda else "cpu"
     name = torch.cuda.get_device_name() if cuda else "CPU"
