@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import betabinom
 
 P_CLAMP = 0.15
 """P(new) is clamped to [P_CLAMP, 1 - P_CLAMP] (arXiv 2606.01619, in-group version sampling)."""
@@ -137,24 +138,6 @@ def discounted_update(alpha: float, beta: float, m: int, n: int, M: float | None
     return w * alpha + m, w * beta + (n - m)
 
 
-def betabinom_logpmf(k: int, n: int, a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
-    """``log P(k | n, a, b)`` of the Beta-Binomial, vectorised over ``a`` and ``b`` (the likelihood of the M fit).
-
-    Exact for integer ``0 <= k <= n``, written with rising factorials so that no vectorised lgamma is needed::
-
-        log C(n, k) + sum_{j<k} log(a + j) + sum_{j<n-k} log(b + j) - sum_{j<n} log(a + b + j)
-
-    Not ``scipy.stats.betabinom.logpmf``: scipy is neither a dependency of this project nor of any package it
-    installs, and these six lines are exact (tested against the lgamma formula to 1e-9).
-    """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    log_choose = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-    rising_a = np.log(a[..., None] + np.arange(k)).sum(-1)  # (...,)
-    rising_b = np.log(b[..., None] + np.arange(n - k)).sum(-1)  # (...,)
-    rising_ab = np.log((a + b)[..., None] + np.arange(n)).sum(-1)  # (...,)
-    return log_choose + rising_a + rising_b - rising_ab
-
-
 def discounted_log_likelihood(steps: Sequence[Sequence[int]], Ms: np.ndarray) -> np.ndarray:
     """Log marginal likelihood of one arm's per-step counts under the discounted Beta model, for each M.
 
@@ -177,7 +160,7 @@ def discounted_log_likelihood(steps: Sequence[Sequence[int]], Ms: np.ndarray) ->
             continue
         w = Ms / (Ms + n)  # (G,)
         alpha, beta = w * alpha, w * beta
-        ll += betabinom_logpmf(int(m), int(n), alpha, beta)
+        ll += betabinom.logpmf(int(m), int(n), alpha, beta)  # (G,)
         alpha, beta = alpha + m, beta + (n - m)
     return ll
 
