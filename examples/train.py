@@ -1,6 +1,6 @@
 """Train grpo, sage or reskill for a few steps with TrainConfig + Trainer, and print each step's metrics.
 
-    python examples/train.py --algo sage        # 2 steps of 2 rollouts from a fresh tiny model: ~15 s on a CPU
+    python examples/train.py --algo sage        # 2 steps of 2 rollouts from a fresh tiny model: seconds on a CPU
     python examples/train.py --algo reskill --steps 20 --group-size 8 --output runs/try-reskill
     python examples/train.py --algo grpo --model-path runs/demo/sft/model --max-turns 30 --steps 10
 

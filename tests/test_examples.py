@@ -252,7 +252,7 @@ def test_learning_curve_trains_a_demo_arm_and_evaluates_it_every_step(toy_demo, 
 
 def test_sft_loss_ablation_trains_both_losses_and_measures_them(toy_demo, monkeypatch, capsys):
     pairs = str(toy_demo / "expert" / "pairs.jsonl")
-    argv = [pairs, "--config", str(toy_demo / "demo_config.json"), "--steps", "2", "--chains", "1"]
+    argv = [pairs, "--config", str(toy_demo / "demo_config.json"), "--steps", "2", "--chains", "1", "--held", "5"]
     out = run_main("sft_loss_ablation", argv, monkeypatch, capsys)
     rows = re.findall(rf"^ *(action only|whole text): right number ({NUMBER}), expert agreement ({NUMBER})$", out,
                       re.MULTILINE)  # fmt: skip
