@@ -46,7 +46,7 @@ def main() -> None:
     unit = summary.get("token_unit", "tokens")
     print(f"{summary['agent']} on {summary['n_chains']} chains ({summary['n_tasks']} tasks) of {summary['env']} "
           f"{summary['split']}, skills={args.skills}:")  # fmt: skip
-    print(f"  TGC {pct('tgc')}, SGC {pct('sgc')} (95% bootstrap intervals over chains)")
+    print(f"  TGC {pct('tgc')}, SGC {pct('sgc')} (95% intervals: chains resampled; Wilson at 0 or 100%)")
     print(f"  {summary['mean_steps']:.1f} turns and {summary['mean_tokens']:.1f} {unit} per task; "
           f"{summary['skills_created']:.2f} skills defined per chain, reused in "
           f"{100 * summary['skill_reuse_rate']:.0f}% of later tasks")  # fmt: skip

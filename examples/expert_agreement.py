@@ -16,9 +16,9 @@ import argparse
 import gymnasium as gym
 
 import sage_envs  # noqa: F401
-from sage_app.demo import DemoConfig, skill_templates
 from sage_agents.models import load_policy
 from sage_agents.policy import LLMPolicy
+from sage_app.demo import DemoConfig, skill_templates
 from sage_envs.domains.alfworld import AlfworldExpert
 
 

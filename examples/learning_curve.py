@@ -21,14 +21,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from sage_app.demo import DemoConfig, arm_config
 from sage_agents.trainer import Trainer
+from sage_app.demo import ARMS, DemoConfig, arm_config
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("demo_dir", help="a finished demo's --output-dir (its sft/model is the start)")
-    parser.add_argument("--arm", choices=["grpo", "sage"], default="sage")
+    parser.add_argument("--arm", choices=ARMS, default="sage")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--eval-split", default="valid_seen")

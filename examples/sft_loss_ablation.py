@@ -1,13 +1,15 @@
 """SFT loss on the action only vs on the whole text, at equal compute, for the demo's tiny model.
 
     python examples/sft_loss_ablation.py runs/demo/expert/pairs.jsonl --steps 500     # ~9 minutes on 2 cores
+    python examples/sft_loss_ablation.py PAIRS --config DEMO/demo_config.json --steps 5 --chains 1 --held 5   # smoke
 
 Trains two fresh tiny models (the demo's tokenizer, size and SFT settings, seed 0) for ``--steps`` optimizer steps
 on the demo's rebalanced expert pairs, one with TRL's completion-only loss and one with the language-model loss
-on prompt and completion, then prints for each: (1) how often, on the first 100 no-skill ``open ...`` pairs, the
-model gives the expert's command a higher log-likelihood than the same command with a wrong receptacle number
-(copying "drawer 17" from the observation), and (2) greedy constrained agreement with the expert on the
-expert's own path over train chains 0-3 (examples/expert_agreement.py's measure).
+on prompt and completion, then prints for each: (1) how often, on the first ``--held`` (100) no-skill
+``open ...`` pairs, the model gives the expert's command a higher log-likelihood than the same command with a
+wrong receptacle number (copying "drawer 17" from the observation), and (2) greedy constrained agreement with the
+expert on the expert's own path over the first ``--chains`` train chains (examples/expert_agreement.py's measure).
+``--config``: the model size, SFT settings and turn limit of a demo's ``demo_config.json`` (default: DemoConfig's).
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ import argparse
 import json
 import re
 import tempfile
+from pathlib import Path
 
 import gymnasium as gym
 import torch
 from expert_agreement import expert_agreement  # examples/ is on sys.path when a script there runs
 
 import sage_envs  # noqa: F401
-from sage_app.demo import DemoConfig
 from sage_agents.models import build_tiny_model, build_tokenizer
 from sage_agents.policy import LLMPolicy
 from sage_agents.sft import reweight_pairs, sft_warm_start
+from sage_app.demo import DemoConfig
 
 
 def completion_logprob(model, tokenizer, prompt: str, completion: str) -> float:
@@ -52,10 +55,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", help="the demo's expert/pairs.jsonl")
     parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--chains", type=int, default=4, help="train chains of the agreement measure")
+    parser.add_argument("--held", type=int, default=100, help="'open ...' pairs of the right-number measure")
+    parser.add_argument("--config", help="a demo's demo_config.json (default: DemoConfig's defaults)")
     args = parser.parse_args()
-    cfg = DemoConfig()
+    cfg = DemoConfig(**json.loads(Path(args.config).read_text())) if args.config else DemoConfig()
     raw = [json.loads(line) for line in open(args.pairs)]
-    held = [p for p in raw if p["completion"].startswith("open ") and "Skills:" not in p["prompt"]][:100]
+    held = [p for p in raw if p["completion"].startswith("open ") and "Skills:" not in p["prompt"]][: args.held]
     tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in raw])
     env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", **cfg.env_kwargs)
     for completion_only in (True, False):
@@ -69,7 +75,7 @@ def main() -> None:
         model.eval()
         policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
         loss = "action only" if completion_only else "whole text"
-        agree, turns = expert_agreement(policy, env, range(4), use_skills=False)
+        agree, turns = expert_agreement(policy, env, range(args.chains), use_skills=False)
         print(f"{loss:>11}: right number {number_copy_rate(model, tokenizer, held):.2f}, "
               f"expert agreement {agree / turns:.2f}", flush=True)  # fmt: skip
 

@@ -7,7 +7,7 @@ import pytest
 
 from sage_app import demo
 from sage_app.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
-from tests.sage_agents.test_examples import assert_intervals_hold
+from tests.test_examples import assert_intervals_hold
 
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
 

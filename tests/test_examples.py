@@ -1,5 +1,6 @@
-"""Every example script runs here, on a few chains, and its printed output is checked (SPEC section 1: one example
-per public feature). The ReSkill within-step test has its own file (test_reskill_within_step.py)."""
+"""Every example script runs here, on a few chains or at toy size, and its printed output is checked (SPEC section 1:
+one example per public feature; the examples use every layer, sage_envs to sage_app, so this file sits above them).
+The statistics of reskill_within_step.py have their own tests (tests/sage_agents/test_reskill_within_step.py)."""
 
 import importlib.util
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLES = Path(__file__).parents[1] / "examples"
 NUMBER = r"[+-]?\d+(?:\.\d+)?"
 INTERVAL = re.compile(rf"({NUMBER})%?(?: points)?(?: \|)? \[({NUMBER}), ({NUMBER})\]")
 """A point estimate and the interval printed right after it: ``-31.9% [-38.8, -25.1]``, ``| 73.5 | [67.0, 79.5]``."""
@@ -23,6 +24,16 @@ def assert_intervals_hold(text):
     return len(found)
 
 
+@pytest.fixture(scope="module")
+def tiny():
+    """A tiny (model, tokenizer) pair built once (offline: the tokenizer is built from local texts)."""
+    from sage_agents.models import build_tiny_model
+
+    model, tokenizer = build_tiny_model(hidden=32, layers=2, heads=2, kv_heads=1, seed=0)
+    model.eval()
+    return model, tokenizer
+
+
 def load(name):
     sys.path.insert(0, str(EXAMPLES))  # token_ceiling imports token_breakdown as a sibling script
     try:
@@ -32,6 +43,14 @@ def load(name):
         return module
     finally:
         sys.path.remove(str(EXAMPLES))
+
+
+def run_main(name, argv, monkeypatch, capsys):
+    """Run ``examples/<name>.py`` as ``python examples/<name>.py ARGV`` would (its folder on ``sys.path``)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    load(name).main()
+    return capsys.readouterr().out
 
 
 class WordTokenizer:
@@ -55,10 +74,8 @@ def test_breakdown_splits_definitions_calls_and_commands(tmp_path):
 def test_token_ceiling_prints_the_expert_three_ways(tiny, tmp_path, monkeypatch, capsys):
     model, tokenizer = tiny
     tokenizer.save_pretrained(tmp_path / "model")
-    module = load("token_ceiling")
-    monkeypatch.setattr(sys, "argv", ["token_ceiling", "--model-path", str(tmp_path / "model"), "--num-chains", "3"])
-    module.main()
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
+    out = run_main("token_ceiling", ["--model-path", str(tmp_path / "model"), "--num-chains", "3"], monkeypatch, capsys)
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     plain, defines, banked = (row.split(" | ") for row in rows[1:])
     assert rows[0].startswith("| expert |") and float(plain[5]) == 0.0 == float(banked[5]) < float(defines[5])
     assert float(defines[4]) > float(plain[4])  # writing skills out costs tokens even at perfect play
@@ -99,9 +116,7 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
             path = run / "results" / f"{agent}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl"
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(str(run))
-    monkeypatch.setattr(sys, "argv", ["demo_seeds.py", *runs])
-    load("demo_seeds").main()
-    out = capsys.readouterr().out
+    out = run_main("demo_seeds", runs, monkeypatch, capsys)
     assert "random" not in out and out.count("| sage |") == 2
     assert f"| {runs[0]} | 0 | grpo | 50.0 | 0.0 | 20.5 | 11.0 | 102.5 |" in out
     assert f"| {runs[1]} | 1 | sage | 100.0 | 100.0 | 7.5 | 7.5 | 37.5 |" in out
@@ -121,14 +136,6 @@ def test_the_interval_check_reads_every_printed_form_and_catches_an_interval_tha
         assert_intervals_hold("SGC +10.0 points [+100.0, +100.0]")  # what demo_seeds printed for a partial log
 
 
-def run_main(name, argv, monkeypatch, capsys):
-    """Run ``examples/<name>.py`` as ``python examples/<name>.py ARGV`` would (its folder on ``sys.path``)."""
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
-    load(name).main()
-    return capsys.readouterr().out
-
-
 def test_play_expert_plays_chains_defining_and_reusing_skills(monkeypatch, capsys):
     out = run_main("play_expert", ["--chains", "2", "--split", "valid_seen"], monkeypatch, capsys)
     assert "=== chain 0 | task 1: " in out and "> skill " in out and "> call " in out  # defines, then calls
@@ -143,7 +150,8 @@ def test_evaluate_agent_evaluates_a_registered_agent_and_reads_its_files(tmp_pat
     summary = json.loads(next(tmp_path.glob("expert__*.json")).read_text())
     assert summary["n_chains"] == 2 and summary["tgc"] == 1.0
     assert "expert on 2 chains (4 tasks) of SageChain-ALFWorld-v0 valid_seen, skills=program:" in out
-    assert "TGC 100.0% [100.0, 100.0], SGC 100.0% [100.0, 100.0]" in out
+    # 4 of 4 tasks and 2 of 2 chains: no resample differs, so the intervals are Wilson's, not [100, 100]
+    assert "TGC 100.0% [51.0, 100.0], SGC 100.0% [34.2, 100.0]" in out
     assert f"{summary['mean_tokens']:.1f} words per task" in out  # the scripted expert's words, said so
     assert assert_intervals_hold(out) == 2
 
@@ -172,3 +180,106 @@ def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny,
         r"agreement (\d+)/(\d+) = (\d\.\d\d) \(none skills, chains \[0, 1\]\)", last
     ).groups()
     assert 0 <= int(agree) <= int(turns) and int(turns) > 0 and float(share) == round(int(agree) / int(turns), 2)
+
+
+def test_every_example_runs_in_this_file():
+    source = Path(__file__).read_text()
+    untested = [p.name for p in EXAMPLES.glob("*.py") if f'run_main("{p.stem}"' not in source]
+    assert not untested, f"examples not run by a test here: {untested}"
+
+
+def test_define_skill_defines_reuses_saves_and_loads_skills(monkeypatch, capsys):
+    out = run_main("define_skill", [], monkeypatch, capsys)
+    first, loaded = out.split("=== saved: ")
+    # task 1: find_and_take is stored on its own, put_in with its call, which wins the task through both
+    assert "created=['find_and_take'] used=[] reused=[]" in first
+    assert re.search(r"won=True created=\['put_in'\] used=\['put_in', 'find_and_take'\] reused=\[\]", first)
+    # task 2 calls put_in again: a reuse of both skills, and the chain is won
+    assert re.search(r"won=True created=\[\] used=\['put_in', 'find_and_take'\] reused=\['put_in', 'find_and_take'\]",
+                     first)  # fmt: skip
+    assert re.search(r"chain \d+: successes \[True, True\], library", first)
+    assert loaded.startswith("['find-and-take', 'put-in']") and "```sage\nskill put_in(obj, place):" in loaded
+    # the next chain starts from the loaded folders: its calls use the skills, none is created or reused
+    assert loaded.count("created=[] used=['put_in', 'find_and_take'] reused=[]") == 2
+    assert re.search(r"chain \d+: successes \[True, True\]\n\Z", loaded)
+
+
+@pytest.mark.parametrize("algo", ["grpo", "sage", "reskill"])
+def test_train_runs_each_algorithm_and_prints_each_step(algo, tmp_path, monkeypatch, capsys):
+    out = run_main("train", ["--algo", algo, "--output", str(tmp_path)], monkeypatch, capsys)
+    steps = re.findall(r"^step (\d+): (.*)$", out, re.MULTILINE)
+    assert [int(step) for step, _ in steps] == [1, 2]
+    for _, metrics in steps:
+        values = dict(metric.rsplit(" ", 1) for metric in metrics.split(", "))  # "TGC 0.5, grad norm 0.012"
+        assert 0 <= float(values["TGC"]) <= 1 and 0 <= float(values["SGC"]) <= 1
+        assert 1 <= float(values["turns/task"]) <= 3  # --max-turns 3
+        assert float(values["grad norm"]) >= 0 and ("library version" in values) == (algo == "reskill")
+        if float(values["|advantage|"]) == 0:  # every rollout of the group scored alike: nothing to learn
+            assert float(values["loss"]) == 0 == float(values["grad norm"])
+        if algo == "grpo":
+            assert float(values["skills created/chain"]) == 0  # GRPO plays plain commands
+    assert (tmp_path / "checkpoints" / "step_0000002" / "model").is_dir()
+
+
+@pytest.fixture(scope="module")
+def toy_demo(tiny, tmp_path_factory):
+    """What learning_curve.py and sft_loss_ablation.py read from a finished ``make demo``, at toy size: its
+    ``demo_config.json``, the expert's SFT pairs of two chains and an (untrained) tiny model as ``sft/model``."""
+    import dataclasses
+
+    from sage_app.demo import DemoConfig, expert_pairs
+
+    out = tmp_path_factory.mktemp("demo")
+    cfg = DemoConfig(output_dir=str(out), expert_chains=2, tiny_hidden=32, tiny_layers=2, group_size=2,
+                     sft_bf16=False)  # fmt: skip
+    expert_pairs(cfg, out)  # the expert's completed tasks (it needs ~11 turns a task without skills)
+    # RL and evaluation then play 3 turns a task: a few seconds a step
+    (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg) | {"max_steps_per_task": 3}))
+    model, tokenizer = tiny
+    model.save_pretrained(out / "sft" / "model")
+    tokenizer.save_pretrained(out / "sft" / "model")
+    return out
+
+
+def test_learning_curve_trains_a_demo_arm_and_evaluates_it_every_step(toy_demo, tmp_path, monkeypatch, capsys):
+    argv = [str(toy_demo), "--arm", "grpo", "--steps", "1", "--eval-every", "1", "--eval-chains", "2",
+            "--output", str(tmp_path)]  # fmt: skip
+    out = run_main("learning_curve", argv, monkeypatch, capsys)
+    curve = re.fullmatch(r"eval task success by step: \{0: (\S+), 1: (\S+)\}", out.strip().splitlines()[-1])
+    assert curve and all(0 <= float(v) <= 1 for v in curve.groups())
+    assert (tmp_path / "learning_curve.png").stat().st_size > 0
+
+
+def test_sft_loss_ablation_trains_both_losses_and_measures_them(toy_demo, monkeypatch, capsys):
+    pairs = str(toy_demo / "expert" / "pairs.jsonl")
+    argv = [pairs, "--config", str(toy_demo / "demo_config.json"), "--steps", "2", "--chains", "1", "--held", "5"]
+    out = run_main("sft_loss_ablation", argv, monkeypatch, capsys)
+    rows = re.findall(rf"^ *(action only|whole text): right number ({NUMBER}), expert agreement ({NUMBER})$", out,
+                      re.MULTILINE)  # fmt: skip
+    assert [loss for loss, _, _ in rows] == ["action only", "whole text"]
+    assert all(0 <= float(right) <= 1 and 0 <= float(agree) <= 1 for _, right, agree in rows)
+
+
+def test_token_breakdown_prints_the_recount_of_a_log(tiny, tmp_path, monkeypatch, capsys):
+    model, tokenizer = tiny
+    tokenizer.save_pretrained(tmp_path / "model")
+    record = {"actions": [["go to drawer 1", "call fetch(apple 1)"]], "tokens": [9]}
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(record) + "\n")
+    out = run_main("token_breakdown", [str(tmp_path / "episodes.jsonl"), "--model-path", str(tmp_path / "model")],
+                   monkeypatch, capsys)  # fmt: skip
+    got = load("token_breakdown").breakdown(str(tmp_path / "episodes.jsonl"), tokenizer)
+    assert got["definitions"] == 0 and got["calls"] > 0 and got["commands"] > 0
+    assert out.strip() == (f"1 tasks; tokens per task: recorded 9.0, recounted {got['recounted']:.1f} = "
+                           f"definitions 0.0, calls {got['calls']:.1f}, commands {got['commands']:.1f}")  # fmt: skip
+
+
+def test_reskill_within_step_reads_a_lifecycle_log(tmp_path, monkeypatch, capsys):
+    # version 1 won 3 of 4 rollouts in both its test steps while the old library won 0 of 4
+    tested = {"event": "tested", "version": 1, "n_new": 4, "n_old": 4, "success_new": 0.75, "success_old": 0.0}
+    events = [{"event": "created", "version": 1}, tested, tested]
+    (tmp_path / "lifecycle.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = run_main("reskill_within_step", [str(tmp_path / "lifecycle.jsonl"), "--draws", "2000"], monkeypatch, capsys)
+    v1, total = out.strip().splitlines()
+    assert v1.startswith("v1: new 6/8, old 0/8; within steps 6 successes vs 3.0 expected, P(>= 6) = ")
+    assert total.startswith("all tests: new 6/8, old 0/8;")
+    assert float(v1.rsplit(" ", 1)[1]) < 0.05  # 6 of 6 successes on the new arm twice by chance: (1/14)^2
