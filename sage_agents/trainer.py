@@ -1,12 +1,11 @@
 """GRPO / SAGE trainer for LLM agents in the chain envs (one file, CleanRL spirit).
 
-Why not TRL's ``GRPOTrainer``: a SAGE rollout is a *chain* of tasks played through a Gymnasium env whose skill
-library persists from task to task, the reward of task k depends on what later tasks of the same chain did
-(skill-integrated reward), and advantages are per chain position across the group. ``GRPOTrainer`` (even with
-``rollout_func``) scores one completion per prompt with a reward function; it has no notion of several
-trajectories per rollout with position-wise advantages. The math below is the same as TRL's (see
-:mod:`sage_agents.algos.grpo` and docs/agents.md); TRL's ``SFTTrainer`` is used for the warm start
-(:mod:`sage_agents.sft`).
+Beside TRL's ``GRPOTrainer``: ``backend="trl"`` (:mod:`sage_agents.integrations.trl`) trains the same envs,
+rewards and advantages through ``GRPOTrainer``'s ``rollout_func``. This native trainer keeps the math in view in one
+file (the same advantage, loss variants, clipping and k3 KL as TRL's: :mod:`sage_agents.algos.grpo`,
+docs/agents.md) and scores each turn on its own prompt, exactly what the policy saw, where TRL packs a task's
+turns into one sequence (the measured difference is in docs/agents.md, "TRL backend"). TRL's ``SFTTrainer`` does
+the warm start (:mod:`sage_agents.sft`).
 
 Loop per step: (1) pick ``chains_per_step`` chains, (2) play each G times (sequential rollout), (3) rewards
 (skill-integrated or outcome) and per-position advantages, (4) ``ppo_epochs`` passes of clipped policy
