@@ -45,7 +45,7 @@ from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.evaluation import evaluate_policy
 from sage_agents.policy import LLMPolicy, completion_logprobs
-from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
+from sage_agents.rollout import ChainRollout, draw_chains, rollout_chains, rollout_stats, step_seeds
 from sage_envs.skills import SkillLibrary
 
 TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
@@ -208,16 +208,13 @@ class Trainer:
     # ------------------------------------------------------------------ one step
     def next_chains(self) -> list[int]:
         """This process's chain indices for the next step (drawn for all processes, then sliced)."""
-        cps = self.config.chains_per_step
-        ids = self.chain_rng.integers(self.num_chains, size=cps * self.world)
-        return [int(c) for c in ids[self.rank * cps : (self.rank + 1) * cps]]
+        return draw_chains(self.chain_rng, self.num_chains, self.config.chains_per_step, self.rank, self.world)
 
     def rollout(self) -> list[ChainRollout]:
         """Play this step's groups with the current policy (no gradients)."""
         cfg, group = self.config, self.config.group_size
         chains = [c for c in self.next_chains() for _ in range(group)]
-        base = (cfg.seed * 1_000_003 + self.step * 10_007 + self.rank * 101) % (2**31)
-        seeds = [base + i for i in range(len(chains))]
+        seeds = step_seeds(cfg.seed, self.step, self.rank, len(chains))
         self.model.eval()
         libraries = self.reskill.assign(len(chains)) if self.reskill is not None else None
         rollouts = rollout_chains(
