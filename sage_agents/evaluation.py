@@ -31,20 +31,20 @@ from typing import Any
 
 import numpy as np
 
+from sage_envs.chain import MAX_ACTION_CHARS, TRUNCATION_MARK
+
 BOOTSTRAP_SAMPLES = 2000
 """Chain resamples drawn for each 95% interval."""
-MAX_STORED_ACTION_CHARS = 8_192
+MAX_STORED_ACTION_CHARS = MAX_ACTION_CHARS
 """Longest action text stored in an episode record (the env's ``MAX_ACTION_CHARS``, its action space's bound)."""
 MAX_ERROR_CHARS = 1_000
 """Longest agent error message stored in an episode record."""
-TRUNCATION_MARK = "\n[...]"
-"""Appended to a stored action or error message that was cut."""
 WILSON_Z = 1.959963984540054
 """Normal quantile of a two-sided 95% interval."""
 
 
 def _cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the cut marked."""
+    """``text`` cut to ``limit`` characters, the cut marked with the env's ``TRUNCATION_MARK``."""
     return text if len(text) <= limit else text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
 
 
