@@ -323,7 +323,6 @@ def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -
     """
     figures = summarize_records(records)
     turns = max(1, sum(sum(r["steps"]) for r in records))
-    later = [reused for r in records for reused in r["skill_reuse"][1:]]
     stats = {
         "env/task_success": figures["tgc"],
         "env/chain_success": figures["sgc"],
@@ -334,7 +333,7 @@ def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -
         "env/no_action_rate": no_action_turns / turns,
         "env/skill_call_rate": sum(sum(r.get("skill_calls", [])) for r in records) / turns,
         "env/skills_created": figures["skills_created"],
-        "env/skill_reuse_rate": sum(later) / max(1, len(later)),
+        "env/skill_reuse_rate": figures["skill_reuse_rate"],
     }
     for k in range(max((len(r["success"]) for r in records), default=0)):
         at_k = [r["success"][k] for r in records if k < len(r["success"])]
