@@ -53,6 +53,7 @@ from benchmarks.rollout_speed import ENV_ID, table  # noqa: E402 (sets the offli
 from sage_agents.config import TrainConfig  # noqa: E402
 from sage_agents.models import build_tiny_model, count_parameters  # noqa: E402
 from sage_agents.policy import LLMPolicy, parse_action  # noqa: E402
+from sage_agents.rollout import step_seeds  # noqa: E402
 
 
 def train_config(args: argparse.Namespace, out_dir: str, **overrides: Any) -> TrainConfig:
@@ -171,7 +172,7 @@ def run_trl_single_turn(args, model, tok, out_dir: str) -> dict[str, float]:
     policy = LLMPolicy(model, tok, max_new_tokens=args.max_new_tokens, temperature=1.0)
     # the native trainer's sampler (Trainer.next_chains, one process) and its per-step env seeds (Trainer.rollout)
     chains = np.random.default_rng(args.seed).integers(env.unwrapped.num_chains, size=1 + args.steps).tolist()
-    seeds = [(args.seed * 1_000_003 + step * 10_007) % (2**31) for step in range(1 + args.steps)]
+    seeds = [step_seeds(args.seed, step, rank=0, n=1)[0] for step in range(1 + args.steps)]
     prompts = []
     for chain, seed in zip(chains, seeds, strict=True):
         obs, info = env.reset(seed=seed, options={"chain": chain})

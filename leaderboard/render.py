@@ -158,9 +158,10 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
             "|---" * 19 + "|",
         ]
         for s in rows:
-            words = " w" if s.get("token_unit") == "words" else ""
+            words = " w" if _counted_in_words(s) else ""
             full = ("-", "-") if "sgc_full_length" not in s else (_pct(s["sgc_full_length"]), _ci(s, "sgc_full_length"))
-            chains = " ".join(p for p in (str(s["n_chains"]), f"({length_mix(s)})" if length_mix(s) else "") if p)
+            mix = length_mix(s)
+            chains = f"{s['n_chains']} ({mix})" if mix else str(s["n_chains"])
             cells = [
                 s["agent"], s.get("model_name") or s["model"], s.get("given") or "-",
                 s.get("env_kwargs", {}).get("skills", "env default"), chains, _pct(s["tgc"]), _ci(s, "tgc"),
@@ -180,6 +181,7 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
 
 
 def _counted_in_words(summary: dict[str, Any]) -> bool:
+    """Whether the entry's "tokens" are whitespace words of its actions (an agent that does not count tokens)."""
     return summary.get("token_unit") == "words"
 
 

@@ -31,20 +31,20 @@ from typing import Any
 
 import numpy as np
 
+from sage_envs.chain import MAX_ACTION_CHARS, TRUNCATION_MARK
+
 BOOTSTRAP_SAMPLES = 2000
 """Chain resamples drawn for each 95% interval."""
-MAX_STORED_ACTION_CHARS = 8_192
+MAX_STORED_ACTION_CHARS = MAX_ACTION_CHARS
 """Longest action text stored in an episode record (the env's ``MAX_ACTION_CHARS``, its action space's bound)."""
 MAX_ERROR_CHARS = 1_000
 """Longest agent error message stored in an episode record."""
-TRUNCATION_MARK = "\n[...]"
-"""Appended to a stored action or error message that was cut."""
 WILSON_Z = 1.959963984540054
 """Normal quantile of a two-sided 95% interval."""
 
 
 def _cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the cut marked."""
+    """``text`` cut to ``limit`` characters, the cut marked with the env's ``TRUNCATION_MARK``."""
     return text if len(text) <= limit else text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
 
 
@@ -323,7 +323,6 @@ def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -
     """
     figures = summarize_records(records)
     turns = max(1, sum(sum(r["steps"]) for r in records))
-    later = [reused for r in records for reused in r["skill_reuse"][1:]]
     stats = {
         "env/task_success": figures["tgc"],
         "env/chain_success": figures["sgc"],
@@ -334,7 +333,7 @@ def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -
         "env/no_action_rate": no_action_turns / turns,
         "env/skill_call_rate": sum(sum(r.get("skill_calls", [])) for r in records) / turns,
         "env/skills_created": figures["skills_created"],
-        "env/skill_reuse_rate": sum(later) / max(1, len(later)),
+        "env/skill_reuse_rate": figures["skill_reuse_rate"],
     }
     for k in range(max((len(r["success"]) for r in records), default=0)):
         at_k = [r["success"][k] for r in records if k < len(r["success"])]

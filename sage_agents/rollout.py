@@ -174,6 +174,27 @@ def rollout_chains(
     return rollouts
 
 
+def draw_chains(rng: Any, num_chains: int, per_process: int, rank: int, world: int) -> list[int]:
+    """Process ``rank``'s ``per_process`` chain indices for one step, from a sampler every process shares.
+
+    ``rng`` (a ``numpy.random.Generator`` seeded alike on every process) draws the chains of all ``world``
+    processes at once and each keeps its slice, so every process's sampler stays in the same state.
+    """
+    ids = rng.integers(num_chains, size=per_process * world)
+    return [int(c) for c in ids[rank * per_process : (rank + 1) * per_process]]
+
+
+def step_seeds(seed: int, step: int, rank: int, n: int) -> list[int]:
+    """Reset seeds of the ``n`` rollouts process ``rank`` plays at optimisation step ``step`` of a run seeded ``seed``.
+
+    One formula for both trainers, so the TRL backend replays the native trainer's chains: the multipliers mix run
+    seed, step and rank into one base (seed 0, step 0, rank 0 gives 0; the next step 10007 on), ``% 2**31`` keeps
+    it a non-negative 32-bit integer.
+    """
+    base = (seed * 1_000_003 + step * 10_007 + rank * 101) % (2**31)
+    return [base + i for i in range(n)]
+
+
 def rollout_stats(rollouts: Sequence[ChainRollout], chain_length: int | None = None) -> dict[str, float]:
     """Episode metrics of a batch of rollouts (``env/`` namespace; see docs/agents.md).
 

@@ -1,12 +1,11 @@
 """GRPO / SAGE trainer for LLM agents in the chain envs (one file, CleanRL spirit).
 
-Why not TRL's ``GRPOTrainer``: a SAGE rollout is a *chain* of tasks played through a Gymnasium env whose skill
-library persists from task to task, the reward of task k depends on what later tasks of the same chain did
-(skill-integrated reward), and advantages are per chain position across the group. ``GRPOTrainer`` (even with
-``rollout_func``) scores one completion per prompt with a reward function; it has no notion of several
-trajectories per rollout with position-wise advantages. The math below is the same as TRL's (see
-:mod:`sage_agents.algos.grpo` and docs/agents.md); TRL's ``SFTTrainer`` is used for the warm start
-(:mod:`sage_agents.sft`).
+Beside TRL's ``GRPOTrainer``: ``backend="trl"`` (:mod:`sage_agents.integrations.trl`) trains the same envs,
+rewards and advantages through ``GRPOTrainer``'s ``rollout_func``. This native trainer keeps the math in view in one
+file (the same advantage, loss variants, clipping and k3 KL as TRL's: :mod:`sage_agents.algos.grpo`,
+docs/agents.md) and scores each turn on its own prompt, exactly what the policy saw, where TRL packs a task's
+turns into one sequence (the measured difference is in docs/agents.md, "TRL backend"). TRL's ``SFTTrainer`` does
+the warm start (:mod:`sage_agents.sft`).
 
 Loop per step: (1) pick ``chains_per_step`` chains, (2) play each G times (sequential rollout), (3) rewards
 (skill-integrated or outcome) and per-position advantages, (4) ``ppo_epochs`` passes of clipped policy
@@ -46,7 +45,7 @@ from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.evaluation import evaluate_policy
 from sage_agents.policy import LLMPolicy, completion_logprobs
-from sage_agents.rollout import ChainRollout, rollout_chains, rollout_stats
+from sage_agents.rollout import ChainRollout, draw_chains, rollout_chains, rollout_stats, step_seeds
 from sage_envs.skills import SkillLibrary
 
 TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
@@ -209,16 +208,13 @@ class Trainer:
     # ------------------------------------------------------------------ one step
     def next_chains(self) -> list[int]:
         """This process's chain indices for the next step (drawn for all processes, then sliced)."""
-        cps = self.config.chains_per_step
-        ids = self.chain_rng.integers(self.num_chains, size=cps * self.world)
-        return [int(c) for c in ids[self.rank * cps : (self.rank + 1) * cps]]
+        return draw_chains(self.chain_rng, self.num_chains, self.config.chains_per_step, self.rank, self.world)
 
     def rollout(self) -> list[ChainRollout]:
         """Play this step's groups with the current policy (no gradients)."""
         cfg, group = self.config, self.config.group_size
         chains = [c for c in self.next_chains() for _ in range(group)]
-        base = (cfg.seed * 1_000_003 + self.step * 10_007 + self.rank * 101) % (2**31)
-        seeds = [base + i for i in range(len(chains))]
+        seeds = step_seeds(cfg.seed, self.step, self.rank, len(chains))
         self.model.eval()
         libraries = self.reskill.assign(len(chains)) if self.reskill is not None else None
         rollouts = rollout_chains(

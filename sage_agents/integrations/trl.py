@@ -35,7 +35,7 @@ import torch
 from sage_agents.algos.sage import group_rewards
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.policy import Completion, LLMPolicy, parse_action
-from sage_agents.rollout import ChainRollout, Turn, rollout_chains, rollout_stats
+from sage_agents.rollout import ChainRollout, Turn, draw_chains, rollout_chains, rollout_stats, step_seeds
 
 
 # ---------------------------------------------------------------------------------------------- LAYOUT
@@ -131,9 +131,8 @@ class SageRollout:
                 "with make_trl_trainer, which sizes GRPOConfig's batches from TrainConfig."
             )
         rank, step = acc.process_index, trainer.state.global_step
-        ids = self.chain_rng.integers(self.num_chains, size=n_chains * acc.num_processes)
-        chains = [int(c) for c in ids[rank * n_chains : (rank + 1) * n_chains] for _ in range(cfg.group_size)]
-        base = (cfg.seed * 1_000_003 + step * 10_007 + rank * 101) % (2**31)  # the native trainer's seeds
+        drawn = draw_chains(self.chain_rng, self.num_chains, n_chains, rank, acc.num_processes)
+        chains = [c for c in drawn for _ in range(cfg.group_size)]
         policy = self._policy(trainer)
         training = policy.model.training
         policy.model.eval()
@@ -143,7 +142,7 @@ class SageRollout:
                 self.envs[: len(chains)],
                 policy,
                 chains,
-                [base + i for i in range(len(chains))],
+                step_seeds(cfg.seed, step, rank, len(chains)),  # the native trainer's seeds
                 stop_on_no_action=cfg.no_action_penalty is not None,
                 skill_libraries=libraries,
             )

@@ -76,7 +76,7 @@ class ReSkill:
     """The ReSkill controller: registry + tracker + creator + reservoir + lifecycle log.
 
     Args:
-        creator: the skill creator (:func:`~sage_agents.reskill.creator.make_creator`).
+        creator: the skill creator (:func:`make_creator`).
         registry: the version registry (an empty library by default).
         tracker: the Thompson tracker (defaults: eb discount, 5 steps, 50 episodes).
         reservoir: the experience reservoir (200 episodes by default).

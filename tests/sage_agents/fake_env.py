@@ -11,6 +11,16 @@ from gymnasium import spaces
 BOXES = ("box 1", "box 2", "box 3")
 ITEMS = ("coin 1", "key 1", "pen 1")
 CHARSET = frozenset(string.printable)
+FAST_TRAIN = dict(
+    group_size=4,
+    lr=1e-3,
+    constrained=True,
+    candidate_score="mean",
+    report_to=["jsonl"],
+    progress=False,
+    micro_batch_size=8,
+)
+"""TrainConfig fields of a fast CPU training test on this env (each test file adds what it needs)."""
 
 
 class FakeChainEnv(gym.Env):

@@ -8,22 +8,13 @@ import torch
 from sage_agents.config import TrainConfig
 from sage_agents.models import build_tokenizer, load_policy
 from sage_agents.trainer import Trainer
-from tests.sage_agents.fake_env import FakeChainEnv
+from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 
 CHAT_TEMPLATE = (  # ChatML-like, as Qwen's: role markers are special tokens
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-FAST = dict(
-    group_size=4,
-    lr=1e-3,
-    constrained=True,
-    candidate_score="mean",
-    report_to=["jsonl"],
-    progress=False,
-    micro_batch_size=8,
-    save_every=0,
-)
+FAST = dict(FAST_TRAIN, save_every=0)
 
 
 def save_random_lm(folder, arch, chat_template=False, dtype=torch.float32):

@@ -10,17 +10,9 @@ import torch
 
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.trainer import Trainer
-from tests.sage_agents.fake_env import FakeChainEnv
+from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 
-FAST = dict(
-    group_size=4,
-    lr=1e-3,
-    constrained=True,
-    candidate_score="mean",
-    report_to=["jsonl"],
-    progress=False,
-    micro_batch_size=8,
-)
+FAST = FAST_TRAIN
 
 
 def make_trainer(tiny, tmp_path, name="run", **overrides):

@@ -19,19 +19,9 @@ from sage_agents.policy import completion_logprobs
 from sage_agents.rollout import ChainRollout, Turn, rollout_chains
 from sage_agents.trainer import Trainer
 from sage_app.cli import app
-from tests.sage_agents.fake_env import FakeChainEnv
+from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 
-FAST = dict(
-    backend="trl",
-    group_size=4,
-    lr=1e-3,
-    constrained=True,
-    candidate_score="mean",
-    report_to=["jsonl"],
-    progress=False,
-    micro_batch_size=8,
-    cpu=True,
-)
+FAST = dict(FAST_TRAIN, backend="trl", cpu=True)
 
 
 def config(tmp_path, **overrides):
