@@ -51,6 +51,15 @@ from sage_envs.skills import SkillLibrary
 TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/update_seconds")
 
 
+def build_model(config: TrainConfig) -> tuple[Any, Any]:
+    """The policy to train: ``model_path`` loaded in ``dtype`` (master weights), else a fresh tiny model."""
+    from sage_agents.models import build_tiny_model, load_policy
+
+    if config.model_path:
+        return load_policy(config.model_path, dtype=config.dtype)
+    return build_tiny_model(hidden=config.tiny_hidden, layers=config.tiny_layers, seed=config.seed)
+
+
 def make_envs(config: TrainConfig, n: int, split: str | None = None) -> list[Any]:
     """``n`` envs of ``config.env_id`` on ``split`` (default ``config.split``; ``import sage_envs`` registers ids)."""
     import gymnasium as gym
@@ -98,7 +107,7 @@ class Trainer:
         np.random.seed(cfg.seed + self.rank)
         torch.manual_seed(cfg.seed + self.rank)
         if model is None:
-            model, tokenizer = self._build_model()
+            model, tokenizer = build_model(cfg)
         self.tokenizer = tokenizer
         if cfg.dtype != "auto":  # master weights: AdamW at lr 1e-6 on bf16 weights would round most updates away
             model.to(getattr(torch, cfg.dtype))
@@ -160,16 +169,6 @@ class Trainer:
         self._writer = None
 
     # ------------------------------------------------------------------ setup
-    def _build_model(self) -> tuple[Any, Any]:
-        cfg = self.config
-        if cfg.model_path:
-            from sage_agents.models import load_policy
-
-            return load_policy(cfg.model_path, dtype=cfg.dtype)
-        from sage_agents.models import build_tiny_model
-
-        return build_tiny_model(hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
-
     def _add_lora(self, model: Any) -> Any:
         """Wrap ``model`` in a peft LoRA model whose saved adapter names a local base folder.
 

@@ -255,17 +255,11 @@ def make_trl_trainer(
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from sage_agents.trainer import make_envs
+    from sage_agents.trainer import build_model, make_envs
 
     cfg = config
     if model is None:
-        from sage_agents.models import build_tiny_model, load_policy
-
-        model, tokenizer = (
-            load_policy(cfg.model_path)
-            if cfg.model_path
-            else build_tiny_model(hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
-        )
+        model, tokenizer = build_model(cfg)
     n_envs = cfg.group_size * cfg.chains_per_step
     envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
     reskill = None
