@@ -93,8 +93,9 @@ class DemoConfig:
     language-model loss on observations teaches the model to copy entity numbers ("drawer 17") from them: at
     equal compute (500 steps) it preferred the right number over a wrong one in 100 of 100 held pairs vs 57, and
     agreed with the expert on 40% vs 19% of its turns (docs/demo.md)."""
-    sft_bf16: bool = True
-    """SFT under bf16 autocast (calibration: 1.5-1.7x faster than fp32 on this CPU)."""
+    sft_bf16: bool | None = None
+    """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
+    AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
     history_turns: int = 1
     """(observation, action) pairs of the current task in the prompt (compact prompts win at fixed wall time;
     the earlier actions of the task are listed too, see ``LLMPolicy.earlier_actions``)."""
