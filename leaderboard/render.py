@@ -241,7 +241,9 @@ def render_plots(summaries: list[dict[str, Any]], output: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m leaderboard.render", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m leaderboard.render", description=__doc__.splitlines()[0].replace("``", "")
+    )
     parser.add_argument("--results", type=Path, default=Path("leaderboard/results"))
     parser.add_argument("--output", type=Path, default=Path("leaderboard"))
     parser.add_argument("--no-plots", action="store_true")

@@ -109,15 +109,30 @@ def list_agents() -> list[str]:
     return sorted(agent_factories())
 
 
-def make_agent(name: str, **kwargs: Any) -> Agent:
-    """Build the agent registered as ``name`` with ``kwargs`` passed to its factory."""
+def agent_description(name: str) -> str:
+    """The first line of the docstring of the factory registered as ``name``; ``""`` when it has none."""
+    doc = inspect.getdoc(_factory(name)) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _factory(name: str) -> Callable[..., Any]:
+    """The factory registered as ``name``, loaded.
+
+    Raises:
+        UnknownAgentError: no agent is registered under ``name`` (the message suggests a near name).
+    """
     factories = agent_factories()
     if name not in factories:
         raise UnknownAgentError(
             f"no agent named {name!r} in entry-point group {ENTRY_POINT_GROUP!r}.{suggest(name, factories)} "
             f"Registered: {sorted(factories)}."
         )
-    factory = factories[name].load()
+    return factories[name].load()
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+    """Build the agent registered as ``name`` with ``kwargs`` passed to its factory."""
+    factory = _factory(name)
     accepted = accepted_kwargs(factory)
     unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
     if unknown:

@@ -1,12 +1,29 @@
-"""The ``sage`` command line: ``sage train``, ``sage eval``, ``sage agents``, ``sage leaderboard {evaluate,render}``."""
+"""The sage command line: sage train, sage eval, sage demo, sage agents, sage leaderboard {evaluate,render}.
+
+sage train and sage demo take one option per field of their config dataclass (TrainConfig, DemoConfig), made from
+the fields themselves by :func:`config_options`: a new field is an option, with its default and its docstring as
+help, with no change here.
+"""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import functools
+import inspect
 import json
+import re
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+
+from sage_agents.config import TrainConfig
+from sage_app.demo import DemoConfig
 
 app = typer.Typer(add_completion=False, help="Train and evaluate LLM agents on the SageChain envs.")
 
@@ -25,18 +42,110 @@ def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def plain(text: str) -> str:
+    """``text`` without reST markup: ``:class:`X``` -> X, ````x```` -> x."""
+    return re.sub(r":\w+:`~?([^`]*)`", r"\1", text).replace("``", "")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written right below each field of dataclass ``cls``, on one line, as :func:`plain` text."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    return {
+        node.target.id: plain(" ".join(following.value.value.split()))
+        for node, following in zip(body, body[1:], strict=False)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+    }
+
+
+def _json_value(text: str) -> Any:
+    """An option's JSON value (lists and dicts)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise typer.BadParameter(f'{text!r} is not JSON ({error}); e.g. \'["a", "b"]\' or \'{{"k": 1}}\'') from None
+
+
+def _option(hint: Any, default: Any, help_text: str, panel: str) -> Any:
+    """``Annotated[type, typer.Option]`` of one field (its own default None means "not given").
+
+    A bool is a --x/--no-x flag, a str, int or float is typed, the rest (lists, dicts) is JSON.
+    """
+    kinds = [t for t in typing.get_args(hint) if t is not type(None)] if _is_optional(hint) else [hint]
+    shown = default if isinstance(default, str) else "None" if default is None else json.dumps(default)
+    option = {"help": escape(f"{help_text} [default: {shown}]"), "show_default": False, "rich_help_panel": panel}
+    if len(kinds) == 1 and kinds[0] in (bool, int, float, str):
+        return Annotated[kinds[0] | None, typer.Option(**option)]
+    return Annotated[Any, typer.Option(parser=_json_value, metavar="JSON", **option)]
+
+
+def _is_optional(hint: Any) -> bool:
+    """``X | None`` or ``Optional[X]``."""
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def config_options(cls: type) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a typer command one option per field of dataclass ``cls``; it receives the given ones as ``**fields``.
+
+    An option left out is not passed, so a ``--config`` file's or ``--set``'s value stands; ``--help`` shows each
+    field's default and docstring (:func:`field_docs`) under "<cls> fields".
+    """
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
+    added = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=_option(hints[f.name], _default(f), docs.get(f.name, ""), f"{cls.__name__} fields"),
+        )
+        for f in dataclasses.fields(cls)
+    ]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind != p.VAR_KEYWORD]
+        names = {p.name for p in own}
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> None:
+            given = {k: v for k, v in kwargs.items() if k not in names and v is not None}
+            command(**{k: kwargs[k] for k in names}, **given)
+
+        wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]  (what typer reads)
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + added}
+        return wrapper
+
+    return decorate
+
+
+def _default(field: dataclasses.Field) -> Any:
+    """A field's default value (its factory's value for a list or dict)."""
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+
+
+def _fields(config: Path | None, sets: list[str] | None, options: dict[str, Any]) -> dict[str, Any]:
+    """The --config file's fields, overridden by --set's, then by the field options; one field both ways is refused."""
+    overrides = _parse_overrides(sets or [])
+    both = sorted(set(overrides) & set(options))
+    if both:
+        raise typer.BadParameter(f"{both} given both by --set and by its own option; keep one of them.")
+    return {**(json.loads(config.read_text()) if config else {}), **overrides, **options}
+
+
 @app.command()
+@config_options(TrainConfig)
 def train(
     config: Annotated[Path | None, typer.Option(help="JSON file of TrainConfig fields.")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a TrainConfig field: KEY=VALUE (JSON value).")
     ] = None,
+    **options: Any,
 ) -> None:
-    """Train with GRPO, SAGE or ReSkill (``--set algo=reskill``; ``--set backend=trl``: TRL; docs/agents.md)."""
-    from sage_agents.config import TrainConfig
+    """Train with GRPO, SAGE or ReSkill (--algo reskill; --backend trl: TRL's GRPOTrainer; docs/agents.md).
 
-    fields = json.loads(config.read_text()) if config else {}
-    cfg = TrainConfig.from_dict({**fields, **_parse_overrides(set_ or [])})
+    Every TrainConfig field is an option below; lists and dicts take JSON (--env-kwargs '{"chain_length": 2}'),
+    and --set KEY=null sets a field to None.
+    """
+    cfg = TrainConfig.from_dict(_fields(config, set_, options))
     if cfg.backend == "trl":
         from sage_agents.integrations.trl import train_trl
 
@@ -73,8 +182,8 @@ def evaluate(
 ) -> None:
     """Greedy evaluation of a local model; prints the env/ metrics as JSON.
 
-    The prompt options must match the ones the model was trained with (TrainConfig ``history_turns``,
-    ``earlier_actions``, ``show_admissible``, ``candidate_score``); the defaults are TrainConfig's.
+    The prompt options must match the ones the model was trained with (TrainConfig's history_turns,
+    earlier_actions, show_admissible, candidate_score); the defaults are TrainConfig's.
     """
     import gymnasium as gym
 
@@ -101,26 +210,28 @@ def evaluate(
 
 
 @app.command()
+@config_options(DemoConfig)
 def demo(
-    quick: Annotated[bool, typer.Option(help="Smoke run of every stage (about two minutes).")] = False,
-    output_dir: Annotated[str, typer.Option(help="Where every stage writes; a rerun resumes.")] = "runs/demo",
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a DemoConfig field: KEY=VALUE (JSON value).")
     ] = None,
+    **options: Any,
 ) -> None:
     """The main job: expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> table and plots (sage_app/demo.py)."""
-    from sage_app.demo import DemoConfig, run_demo
+    from sage_app.demo import run_demo
 
-    run_demo(DemoConfig(quick=quick, output_dir=output_dir, **_parse_overrides(set_ or [])))
+    run_demo(DemoConfig(**_fields(None, set_, options)))
 
 
 @app.command("agents")
 def agents() -> None:
-    """List the registered agents (entry-point group ``sage_agents.agents``)."""
-    from sage_agents.registry import list_agents
+    """List the registered agents with their one-line descriptions (entry-point group sage_agents.agents)."""
+    from sage_agents.registry import agent_description, list_agents
 
-    for name in list_agents():
-        typer.echo(name)
+    names = list_agents()
+    width = max(map(len, names), default=0)
+    for name in names:
+        typer.echo(f"{name:<{width}}  {plain(agent_description(name)) or '-'}")
 
 
 leaderboard_app = typer.Typer(add_completion=False, help="Evaluate agents and render LEADERBOARD.md.")
@@ -130,7 +241,7 @@ _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help
 
 @leaderboard_app.command("evaluate", context_settings=_PASS_THROUGH)
 def leaderboard_evaluate(ctx: typer.Context) -> None:
-    """Same arguments as ``python -m leaderboard.evaluate`` (``sage leaderboard evaluate --help`` lists them)."""
+    """Same arguments as python -m leaderboard.evaluate (sage leaderboard evaluate --help lists them)."""
     from leaderboard.evaluate import main as evaluate_main
 
     evaluate_main(ctx.args)
@@ -138,14 +249,14 @@ def leaderboard_evaluate(ctx: typer.Context) -> None:
 
 @leaderboard_app.command("render", context_settings=_PASS_THROUGH)
 def leaderboard_render(ctx: typer.Context) -> None:
-    """Same arguments as ``python -m leaderboard.render``."""
+    """Same arguments as python -m leaderboard.render."""
     from leaderboard.render import main as render_main
 
     render_main(ctx.args)
 
 
 def main() -> None:
-    """Console-script entry point (``sage``)."""
+    """Console-script entry point (sage)."""
     app()
 
 
