@@ -30,12 +30,12 @@ class RandomAgent:
 
 
 def make_random(seed: int = 0) -> RandomAgent:
-    """Entry-point factory of :class:`RandomAgent`."""
+    """A random admissible command each turn (the floor of every table; :class:`RandomAgent`)."""
     return RandomAgent(seed=seed)
 
 
 def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills_path: str | None = None):
-    """Entry-point factory of the scripted ALFWorld expert (observation-only; defines and reuses skills).
+    """The scripted ALFWorld expert: plans from the observations only, defines and reuses program skills.
 
     ``skills_path``: a folder of SKILL.md folders every chain starts from; the expert calls those of its skills
     found there without defining them (what cross-chain reuse of a skill bank would cost, at perfect play).

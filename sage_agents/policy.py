@@ -800,7 +800,7 @@ class PolicyAgent:
 def make_policy_agent(
     model_path: str, *, greedy: bool = True, skills_path: str | None = None, **policy_kwargs: Any
 ) -> PolicyAgent:
-    """Entry-point factory: load a local HF causal LM folder and wrap it as a :class:`PolicyAgent`.
+    """A local Hugging Face causal LM folder (an SFT, GRPO, SAGE or ReSkill checkpoint) as a :class:`PolicyAgent`.
 
     Args:
         model_path: the model folder (``save_pretrained`` output, e.g. a checkpoint's ``model/``).

@@ -136,7 +136,7 @@ class ReactPolicy(LLMPolicy):
 
 
 def make_react_agent(model_path: str | os.PathLike | None = None, *, greedy: bool = True, **kwargs: Any) -> PolicyAgent:
-    """Entry-point factory of ``react``: a local HF causal LM folder as a prompted ReAct agent.
+    """A local Hugging Face causal LM prompted ReAct-style (no weight updates).
 
     Args:
         model_path: a local folder written by ``save_pretrained`` (required; never downloaded).
@@ -462,7 +462,7 @@ def make_memory_agent(
     greedy: bool = True,
     **kwargs: Any,
 ) -> MemoryAgent:
-    """Entry-point factory of ``memory``: :func:`make_react_agent` plus a workflow memory.
+    """The ReAct agent plus a memory of workflows from completed tasks, shown in later prompts.
 
     Args:
         model_path: a local HF causal LM folder (required; never downloaded).
