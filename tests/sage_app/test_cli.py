@@ -144,7 +144,8 @@ def test_agents_prints_each_agent_with_its_description_and_a_dash_without_one(tm
     assert result.exit_code == 0, result.output
     rows = dict(line.split(maxsplit=1) for line in result.output.splitlines())
     assert rows["huge"] == "-"  # make_huge has no docstring
-    assert rows["random"] == "A random admissible command each turn (the floor of every table; RandomAgent)."  # :class: made plain
+    # the docstring's :class:`RandomAgent` shown plain
+    assert rows["random"] == "A random admissible command each turn (the floor of every table; RandomAgent)."
     assert {"expert", "sage", "reskill", "react", "memory"} <= set(rows)
 
 
