@@ -32,8 +32,8 @@ from pathlib import Path
 import torch
 
 from leaderboard.evaluate import EvalConfig, evaluate
-from sage_app.demo import DemoConfig, skill_templates
 from sage_agents.models import build_tiny_model
+from sage_app.demo import DemoConfig, skill_templates
 
 
 def main() -> None:
