@@ -22,7 +22,7 @@ from sage_agents.reskill import (
 from sage_agents.reskill.creator import Creator
 from sage_agents.rollout import rollout_chains
 from sage_agents.trainer import Trainer
-from tests.sage_agents.fake_env import FakeChainEnv
+from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 from tests.sage_agents.test_rollout import ScriptedPolicy
 
 sage_envs = pytest.importorskip("sage_envs")
@@ -155,14 +155,8 @@ def test_an_accepted_delete_is_a_prune():
 
 # ---------------------------------------------------------------------------------------------- TRAINER
 FAST = dict(
+    FAST_TRAIN,
     algo="reskill",
-    group_size=4,
-    lr=1e-3,
-    constrained=True,
-    candidate_score="mean",
-    report_to=["jsonl"],
-    progress=False,
-    micro_batch_size=8,
     reskill_min_reservoir=4,
     reskill_min_test_steps=1,
     reskill_min_test_episodes=4,
