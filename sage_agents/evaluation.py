@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from sage_envs.chain import MAX_ACTION_CHARS, TRUNCATION_MARK
+from sage_envs.chain import MAX_ACTION_CHARS, truncate
 
 BOOTSTRAP_SAMPLES = 2000
 """Chain resamples drawn for each 95% interval."""
@@ -43,14 +43,9 @@ WILSON_Z = 1.959963984540054
 """Normal quantile of a two-sided 95% interval."""
 
 
-def _cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the cut marked with the env's ``TRUNCATION_MARK``."""
-    return text if len(text) <= limit else text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
-
-
 def stored_action(action: Any) -> str:
     """The text an episode record keeps of ``action``: its ``repr`` when not a ``str``, cut to the env's maximum."""
-    return _cap(action if isinstance(action, str) else repr(action), MAX_STORED_ACTION_CHARS)
+    return truncate(action if isinstance(action, str) else repr(action), MAX_STORED_ACTION_CHARS)
 
 
 def play_chain(env: Any, agent: Any, chain: int, seed: int) -> dict[str, Any]:
@@ -202,7 +197,7 @@ class _Episode:
         """End the chain on an agent error: its record says where and what, and the tasks not played failed."""
         self.record["agent_error"] = {
             "type": type(error).__name__,
-            "message": _cap(str(error), MAX_ERROR_CHARS),
+            "message": truncate(str(error), MAX_ERROR_CHARS),
             "method": method,
             "task_index": self.current,
         }

@@ -38,9 +38,12 @@ def _fit(text: str, max_chars: int) -> str:
     # isascii() + isprintable() (both C loops) prove the common case cheaply: ASCII 0x20-0x7e is inside CHARSET.
     if not (text.isascii() and text.isprintable()) and not CHARSET.issuperset(text):
         text = "".join(ch if ch in CHARSET else "?" for ch in text)
-    if len(text) > max_chars:
-        text = text[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
-    return text
+    return truncate(text, max_chars)
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, the cut marked with :data:`TRUNCATION_MARK`."""
+    return text if len(text) <= max_chars else text[: max_chars - len(TRUNCATION_MARK)] + TRUNCATION_MARK
 
 
 def _cap_message(message: str) -> str:
