@@ -5,11 +5,12 @@ finite, gradient accumulation still matches one big batch). These tests run the 
 (:meth:`Trainer.update` on hand-made rows, and :meth:`Trainer.train_step` from rollouts to update) and measure
 ``log pi(completion | prompt)`` before and after.
 
-The hand-made completions share no token with each other or with the prompt. With a shared prefix the loss
-legitimately trades completions off against each other (a long negative completion starting "go to box" can pull
-a short positive "go to box 1" down under a token-level loss); and the tiny models tie their input and output
-embeddings, so lowering a token that is also in the prompt changes how the prompt is read. Only completions free
-of both effects must each move their advantage's way.
+The hand-made completions share no token with each other or with the prompt, and are 3 to 6 tokens long. With a
+shared prefix the loss legitimately trades completions off against each other (a negative "go to box 3\nlook"
+pulled a positive "go to box 1" down under dr_grpo); the tiny models tie their input and output embeddings, so a
+token also in the prompt would change how the prompt is read; and under dr_grpo / dapo a 2-token completion
+carries a twelfth of the batch's weight, so its own push lost to the others' for 1-3 of 100 model seeds. Without
+these effects every test below held for each of 100 model seeds (hidden size 32), every move above 0.01 nats.
 """
 
 import copy
@@ -23,13 +24,18 @@ from sage_agents.policy import completion_logprobs
 from sage_agents.trainer import Trainer
 from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 
-PROMPT = "take the coin 1 from the box\nYou are in a room with three boxes.\nAction:"
-COMPLETIONS = ("look", "go to cabinet 4", "open fridge 2", "examine sofa", "put apple 3 on shelf", "inventory")
+PROMPT = "Task: take the book 1 from the drawer\nObservation: You are in the middle of a room.\nAction:"
+COMPLETIONS = (
+    "examine sofa",
+    "look at desk",
+    "open fridge 2",
+    "go to cabinet 4",
+    "heat potato 7 with microwave",
+    "clean mug 5",
+)
 ADVANTAGES = (1.0, -1.0, 1.0, -1.0, 1.0, -1.0)
 LR = 1e-3
 """AdamW's first step moves every weight by about lr: the sequence log-probs then move by ~0.05-1 nats."""
-SGD_LR = 1.0
-"""Plain SGD's rate in the whole-trainer test: with the gradient clipped to norm 1, log-probs move by ~0.1-0.9."""
 MIN_CHANGE = 1e-3
 """A change of a sequence log-prob that counts as a move (float32 noise on these sums is ~1e-6)."""
 
@@ -64,6 +70,7 @@ def one_update(tiny, tmp_path, advantages, **overrides):
     completions = [trainer.policy.encode(c) + [tokenizer.eos_token_id] for c in COMPLETIONS]
     tokens = [set(prompt), *(set(c[:-1]) for c in completions)]
     assert all(not (a & b) for i, a in enumerate(tokens) for b in tokens[:i]), "a token is in two of these texts"
+    assert tokenizer.unk_token_id not in set().union(*tokens), "every word must be in the tiny vocabulary"
     before, token_logp = sequence_logprobs(model, prompt, completions, pad_id, trainer.config.temperature)
     rows = [
         {
@@ -142,16 +149,25 @@ class OneTokenEnv(FakeChainEnv):
 
 @pytest.mark.parametrize("algo", ["grpo", "sage"])
 def test_one_trainer_step_makes_the_rewarded_actions_more_likely(tiny, tmp_path, algo):
-    # Rollout, rewards (outcome for grpo, skill-integrated for sage), advantages and update, all as in training;
-    # the expectation comes from the env's reward alone, not from the trainer's advantage code. With one-token
-    # completions every loss type weighs every row alike, so the loss types are the tests above's business.
+    """Rollout, rewards, advantages and update as in training; the expectation comes from the env's reward alone.
+
+    Rewards are the outcome (grpo) or skill-integrated (sage, no skills here) ones; the test's expectation uses
+    none of the trainer's advantage code. With one-token completions every loss type weighs every row alike, so
+    loss types are the hand-made tests' business.
+
+    The check is on the group's means: the rewarded words gained, the others lost. Word by word it does not hold
+    reliably: eight words sampled from an 8k vocabulary have random output embeddings, the shared last hidden
+    state moves toward the rewarded ones, and a word whose embedding overlaps theirs can rise though unrewarded
+    (for 3 to 17 of 100 seeds, with SGD or AdamW, at hidden sizes 32 to 256). The means moved the right way by
+    more than 0.01 nats for each of 100 seeds at hidden sizes 32 and 64.
+    """
     model, tokenizer = tiny
     cfg = TrainConfig(
         **{
             **FAST_TRAIN,
             "output_dir": str(tmp_path / "run"),
             "algo": algo,
-            "lr": SGD_LR,
+            "lr": LR,
             "group_size": 8,
             "constrained": False,  # free generation: the env's reward sees exactly the sampled token
             "max_new_tokens": 1,
@@ -160,10 +176,6 @@ def test_one_trainer_step_makes_the_rewarded_actions_more_likely(tiny, tmp_path,
         }
     )
     trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tokenizer, env_fn=OneTokenEnv)
-    # Plain SGD: AdamW's first step moves every weight by ~lr whatever its gradient, and among eight sampled words
-    # of an 8k vocabulary that common move of the last hidden state can outweigh a word's own push (seen for 3 of
-    # 10 seeds, by ~0.01 nats against ~0.1). The SGD step follows the gradient, clipped to max_grad_norm.
-    trainer.optimizer = trainer.accelerator.prepare_optimizer(torch.optim.SGD(trainer.model.parameters(), lr=SGD_LR))
     start = copy.deepcopy(trainer.policy.model)
     trainer.train_step()
     turns = [ro.turns[0] for ro in trainer.last_rollouts]
@@ -174,7 +186,12 @@ def test_one_trainer_step_makes_the_rewarded_actions_more_likely(tiny, tmp_path,
     completions = [t.completion_ids for t in turns]
     before, _ = sequence_logprobs(start, prompt, completions, trainer.policy.pad_id)
     after, _ = sequence_logprobs(trainer.policy.model, prompt, completions, trainer.policy.pad_id)
-    change = (after - before).tolist()
-    for t, win, delta in zip(turns, wins, change, strict=True):
-        assert (delta > MIN_CHANGE) if win else (delta < -MIN_CHANGE), (t.action, win, change)
+    change = after - before  # (G,)
+    won = torch.tensor(wins)
+    gained, lost = change[won].mean(), change[~won].mean()
+    assert gained > MIN_CHANGE and lost < -MIN_CHANGE, (
+        float(gained),
+        float(lost),
+        list(zip(wins, change.tolist(), strict=True)),
+    )
     trainer.close()
