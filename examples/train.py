@@ -63,10 +63,7 @@ def config(
         tiny_layers=2,
         env_kwargs={"max_steps_per_task": max_turns, "skills": SKILL_MODES[algo]},
         constrained=True,
-        # an untrained model prefers short candidates under "sum" (the demo's, for its SFT model); "mean" explores
-        candidate_score="sum" if model_path else "mean",
         skill_templates=[skill_definition(name) for name in SKILLS] if algo == "sage" else [],
-        template_headers=True,  # a definition competes by its header line: one choice, as short as a command
         typed_arguments=True,  # a call's arguments are of the types the task names: "put a pen in shelf" -> pen N
         history_turns=1,
         show_admissible=False,  # constrained decoding offers the admissible commands anyway: a shorter prompt

@@ -102,19 +102,15 @@ class TrainConfig:
     tiny_layers: int = 4
     """Layers of the tiny model (when ``model_path`` is None)."""
     constrained: bool = False
-    """Act by scoring admissible commands and skill calls instead of free generation."""
+    """Act by constrained decoding (an admissible command or a skill call) instead of free generation."""
     skill_calls: bool = True
-    """Offer ``call NAME(args)`` candidates for library skills in constrained decoding."""
+    """Allow ``call NAME(args)`` of library skills in constrained decoding."""
     skill_templates: list[str] = field(default_factory=list)
-    """Skill definitions offered as define+call candidates in constrained decoding."""
+    """Skill definitions allowed as define+call actions in constrained decoding (the body is forced)."""
     max_argument_options: int = 64
     """Values offered per skill-call argument in constrained decoding (arguments are chosen one at a time)."""
     typed_arguments: bool = False
     """A skill-call argument is offered only values of a type the task or the parameter names (``typed_options``)."""
-    template_headers: bool = False
-    """A skill-definition template competes in constrained decoding by its header line alone; its body follows."""
-    candidate_score: str = "sum"
-    """Candidate score in constrained decoding: ``sum`` (log-likelihood) or ``mean`` (per-token mean)."""
     history_turns: int = 3
     """(observation, action) pairs of the current task kept in the prompt."""
     earlier_actions: int = 20
@@ -202,7 +198,6 @@ class TrainConfig:
             "algo": ALGOS,
             "loss_type": LOSS_TYPES,
             "sequence_unit": SEQUENCE_UNITS,
-            "candidate_score": ("sum", "mean"),
             "backend": BACKENDS,
             "dtype": DTYPES,
             "mixed_precision": MIXED_PRECISIONS,
@@ -338,7 +333,7 @@ class TrainConfig:
         """
         names = ("history_turns", "earlier_actions", "skill_descriptions", "max_new_tokens", "temperature", "top_p",
                  "constrained", "skill_calls", "skill_templates", "max_argument_options", "typed_arguments",
-                 "template_headers", "candidate_score", "max_prompt_tokens", "show_admissible")  # fmt: skip
+                 "max_prompt_tokens", "show_admissible")  # fmt: skip
         return {name: getattr(self, name) for name in names}
 
     def to_dict(self) -> dict[str, Any]:

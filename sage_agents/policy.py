@@ -4,38 +4,42 @@ One agent turn = one ``(prompt, completion)`` pair. The prompt is rebuilt every 
 last ``history_turns`` (observation, action) pairs, the skill library, the current observation and the
 admissible commands) and the completion is the action text plus EOS; only completion tokens enter a loss.
 
-Two ways to act:
+Two ways to act, both through Hugging Face ``generate`` (KV cache, batched over the group with left padding;
+:mod:`sage_agents.decoding`):
 
-* **free generation** (``constrained=False``): sample up to ``max_new_tokens`` tokens with a KV cache, batched
-  over the group (left padding). The action is parsed out of the completion (:func:`parse_action`).
-* **constrained decoding** (``constrained=True``): score each candidate action (the admissible commands,
-  ``call NAME(`` for every program skill in the library, and optional skill-definition templates as
-  ``DEFINITION\ncall NAME(``) by its log-likelihood under the model, reusing one KV cache of the prompt for all
-  candidates, then sample a candidate from the model's distribution renormalised over the candidate set (or
-  take the best one when greedy). A call's arguments are then chosen one at a time the same way, among the
-  entities and types the task, observation and admissible commands name (with ``typed_arguments``, only those
-  of a type the task or the parameter's name names). The chosen text's tokens are the completion. This is what
-  makes a tiny model act (see docs/agents.md, calibration).
+* **free generation** (``constrained=False``): sample up to ``max_new_tokens`` tokens. The action is parsed out
+  of the completion (:func:`parse_action`).
+* **constrained decoding** (``constrained=True``): the completion is one of the admissible commands, or a call
+  ``call NAME(a, b)`` of a library skill (or of a skill-definition template, which comes first as
+  ``DEFINITION\ncall NAME(``), generated token by token among the tokens that keep it one of those: the model's
+  softmax restricted to the allowed tokens (:func:`sage_agents.decoding.call_plan`). A call's arguments follow
+  one at a time among the entities and types the task, observation and admissible commands name (with
+  ``typed_arguments``, only those of a type the task or the parameter's name names). This is what makes a tiny
+  model act (see docs/agents.md, calibration).
 
-Token log-probabilities everywhere are ``log_softmax(logits / temperature)``, the same distribution the
-trainer differentiates, so rollout log-probs and training log-probs agree up to float error.
+Token log-probabilities everywhere are ``log_softmax(logits / temperature)`` (restricted to the allowed tokens
+when constrained: :attr:`Completion.allowed`), the same distribution the trainer differentiates, so rollout
+log-probs and training log-probs agree up to float error.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from sage_agents import decoding
+from sage_agents.decoding import Plan, call_plan
+
 ACTION_KINDS = ("command", "define", "call", "none")
-PRUNE_PREFIX_TOKENS = 8
-"""Tokens of each candidate a greedy constrained choice scores before deciding whether the rest can matter."""
+MAX_CONSTRAINED_TOKENS = 512
+"""Token budget of a constrained turn: far above the longest action (a skill-definition template and its call,
+~100 tokens); generation stops as soon as every row's action is complete."""
 _COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '\-]*$")
 _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
@@ -230,10 +234,9 @@ class Completion:
     """The decoded completion."""
     action: ParsedAction
     """The parsed action (``action.text`` goes to ``env.step``)."""
-    num_candidates: int = 0
-    """Candidates scored (constrained decoding), else 0."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Free-form diagnostics."""
+    allowed: list[list[int]] | None = None
+    """Constrained decoding: per completion token, the token ids the constraint allowed (one id: the token was
+    forced, and it stays out of the loss); None for free generation (any token)."""
 
 
 class LLMPolicy:
@@ -256,16 +259,6 @@ class LLMPolicy:
         max_argument_options: values offered per skill-call argument (constrained mode).
         typed_arguments: a skill-call argument takes only the values whose type the task or the parameter's name
             names (:func:`typed_options`; constrained mode).
-        template_headers: a skill-definition template competes by its header line ``skill NAME(params):``
-            alone, and its body follows (constrained mode): choosing a template is one decision, not a bet on
-            reproducing ~80 tokens, which a short command would win against at any sensible preference.
-        candidate_score: ``sum`` (the candidate's log-likelihood: choices follow the LM's own sequence
-            distribution renormalised over the candidates) or ``mean`` (per-token mean: removes the bias of an
-            untrained model toward short candidates, at the cost of that exactness).
-        prune_greedy: a greedy ``sum`` choice scores the rest of a long candidate (a skill-definition template)
-            only when its first tokens still beat the best whole candidate: the same choice, far fewer tokens
-            (:meth:`_score_pruned`). The diagnostic ``extra["choice_logprob"]`` then normalises over the pruned
-            candidates' prefix scores.
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -287,9 +280,6 @@ class LLMPolicy:
         skill_templates: Sequence[str] = (),
         max_argument_options: int = 64,
         typed_arguments: bool = False,
-        template_headers: bool = False,
-        candidate_score: str = "sum",
-        prune_greedy: bool = True,
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -301,17 +291,12 @@ class LLMPolicy:
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
-        self.typed_arguments, self.template_headers = typed_arguments, template_headers
-        if candidate_score not in ("sum", "mean"):
-            raise ValueError(f"candidate_score={candidate_score!r} must be 'sum' or 'mean'.")
-        self.candidate_score = candidate_score
-        self.prune_greedy = prune_greedy
+        self.typed_arguments = typed_arguments
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        self._cache_kw = "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
     @property
     def given(self) -> str:
@@ -376,301 +361,39 @@ class LLMPolicy:
         prompts = [self.prompt(o, h, a) for o, h, a in zip(observations, histories, admissible, strict=True)]
         if not self.constrained:
             return self.generate(prompts, greedy=greedy)
-        candidates = []
+        plans = []
         for obs, adm in zip(observations, admissible, strict=True):
             values = argument_options(obs["task"], obs.get("observation", ""), adm, self.max_argument_options)
-            cands: list[str | tuple[str, list[list[str]]]] = list(dict.fromkeys(adm))
+            calls = []
             if self.skill_calls:
                 task = obs["task"]
-                cands += [
+                calls = [
                     (text, [typed_options(values, p, task) if self.typed_arguments else values for p in params])
                     for text, params in call_stubs(obs.get("skills", ""), self.skill_templates)
                     if values or not params
                 ]
-            candidates.append(cands or ["look"])
-        return self.choose(prompts, candidates, greedy=greedy)
-
-    def _forward(self, **kwargs: Any) -> Any:
-        cache = kwargs.pop("cache", None)
-        if cache is not None:
-            kwargs[self._cache_kw] = cache
-        return self.model(use_cache=True, **kwargs)
-
-    @staticmethod
-    def _cache_of(out: Any) -> Any:
-        return getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-
-    def _left_pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        device = self.model.device
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=device)  # (B, P)
-        mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)  # (B, P)
-        for i, row in enumerate(rows):
-            if row:
-                ids[i, width - len(row) :] = torch.tensor(row, device=device)
-                mask[i, width - len(row) :] = 1
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P)
-        return ids, mask, position_ids
-
-    def _sample(self, logits: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pick one token per row from ``logits`` (B, V); return (tokens (B,), log-probs (B,))."""
-        logp = torch.log_softmax(logits.float() / self.temperature, dim=-1)  # (B, V)
-        if greedy:
-            tokens = logp.argmax(-1)  # (B,)
-        else:
-            probs = logp.exp()
-            if self.top_p < 1.0:  # nucleus: keep the smallest prefix of sorted probs with mass >= top_p
-                sorted_p, order = probs.sort(-1, descending=True)  # (B, V)
-                drop = sorted_p.cumsum(-1) - sorted_p > self.top_p
-                sorted_p = sorted_p.masked_fill(drop, 0.0)
-                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)  # (B, V)
-            tokens = torch.multinomial(probs, 1).squeeze(-1)  # (B,)
-        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)  # (B,)
+            commands = list(dict.fromkeys(adm)) or (["look"] if not calls else [])
+            plans.append(call_plan(commands, calls))
+        return self.generate(prompts, greedy=greedy, plans=plans)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> list[Completion]:
-        """Free generation for a batch of prompt texts, with a KV cache; stops per row at EOS."""
-        prompt_ids = [self.encode(p) for p in prompts]
-        ids, mask, pos = self._left_pad(prompt_ids)
-        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
-        cache, logits = self._cache_of(out), out.logits[:, -1]  # (B, V)
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=ids.device)  # (B,)
-        tokens, logps = [], []
-        next_pos = pos[:, -1] + 1  # (B,)
-        for step in range(self.max_new_tokens):
-            tok, lp = self._sample(logits, greedy)
-            tok = tok.masked_fill(done, self.pad_id)
-            tokens.append(tok)
-            logps.append(lp)
-            alive = ~done
-            done = done | (tok == self.eos_id)
-            if bool(done.all()) or step == self.max_new_tokens - 1:
-                break
-            mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, P + t + 1)
-            out = self._forward(
-                input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache
-            )
-            cache, logits = self._cache_of(out), out.logits[:, -1]  # (B, V)
-            next_pos = next_pos + 1
-        tok_mat = torch.stack(tokens, 1).tolist()  # (B, T)
-        lp_mat = torch.stack(logps, 1).tolist()  # (B, T)
-        results = []
-        for i, row in enumerate(tok_mat):
-            n = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
-            completion_ids = row[:n]
-            text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
-            results.append(Completion(prompt_ids[i], completion_ids, lp_mat[i][:n], text, parse_action(text)))
-        return results
-
-    @torch.no_grad()
-    def score(
-        self,
-        prompts: Sequence[str],
-        candidates: Sequence[Sequence[str]],
-        complete: Sequence[Sequence[bool]] | None = None,
-        max_tokens: int | None = None,
-    ) -> list[list[list[float]]]:
-        """Token log-probs of each candidate after its prompt, sharing one prompt KV cache per prompt.
-
-        Args:
-            prompts: B prompt texts.
-            candidates: per prompt, the candidate completions.
-            complete: per candidate, whether it is a whole completion (scored with EOS appended) or an
-                opening (no EOS: its log-likelihood is the probability of any completion starting with it);
-                None = all complete.
-            max_tokens: score only each candidate's first ``max_tokens`` tokens (EOS included); None = all.
-
-        Returns:
-            ``out[b][c]`` = the list of token log-probs of candidate ``c`` of prompt ``b``.
-        """
-        prompt_ids = [self.encode(p) for p in prompts]
-        ids, mask, pos = self._left_pad(prompt_ids)
-        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
-        cache, last = self._cache_of(out), out.logits[:, -1]  # (B, V)
-        if complete is None:
-            complete = [[True] * len(cands) for cands in candidates]
-        rows = [
-            (b, (self.encode(c) + [self.eos_id] * whole)[:max_tokens])
-            for b, (cands, flags) in enumerate(zip(candidates, complete, strict=True))
-            for c, whole in zip(cands, flags, strict=True)
-        ]
-        vocab = last.shape[-1]
-        # Chunks of similar length: a short command padded to a 300-token skill definition costs 60x its work.
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][1]))
-        flat: list[list[float]] = [[] for _ in rows]
-        start = 0
-        while start < len(order):
-            width = len(rows[order[min(start + 255, len(order) - 1)]][1])
-            chunk_size = max(1, min(256, (1 << 24) // max(1, width * vocab)))  # bound the (n, C, V) logits
-            index = order[start : start + chunk_size]
-            chunk = [rows[i] for i in index]
-            start += len(chunk)
-            width = max(len(r) for _, r in chunk)
-            owner = torch.tensor([b for b, _ in chunk], device=ids.device)  # (n,)
-            cand = torch.full((len(chunk), width), self.pad_id, dtype=torch.long, device=ids.device)  # (n, C)
-            cmask = torch.zeros_like(cand)  # (n, C)
-            for i, (_, r) in enumerate(chunk):
-                cand[i, : len(r)] = torch.tensor(r, device=ids.device)
-                cmask[i, : len(r)] = 1
-            sub = _select_cache(cache, owner)
-            full_mask = torch.cat([mask[owner], cmask], dim=1)  # (n, P + C)
-            cpos = pos[owner, -1:] + 1 + torch.arange(width, device=ids.device)  # (n, C)
-            out2 = self._forward(input_ids=cand, attention_mask=full_mask, position_ids=cpos, cache=sub)
-            logits = torch.cat([last[owner][:, None], out2.logits[:, :-1]], dim=1)  # (n, C, V)
-            logp = torch.log_softmax(logits.float() / self.temperature, -1).gather(-1, cand[..., None])  # (n, C, 1)
-            logp = logp.squeeze(-1)  # (n, C)
-            for i, (row, (_, r)) in enumerate(zip(index, chunk, strict=True)):
-                flat[row] = logp[i, : len(r)].tolist()
-        result, k = [], 0
-        for cands in candidates:
-            result.append(flat[k : k + len(cands)])
-            k += len(cands)
-        return result
-
-    @torch.no_grad()
-    def choose(
-        self,
-        prompts: Sequence[str],
-        candidates: Sequence[Sequence[str | tuple[str, Sequence[Sequence[str]]]]],
-        *,
-        greedy: bool = False,
+    def generate(
+        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
     ) -> list[Completion]:
-        """Constrained decoding: pick one candidate per prompt from the model's renormalised distribution.
-
-        A candidate is a whole action (a string, or ``(text, [])``) or a skill-call opening ``(text, values)``
-        whose i-th argument takes one of ``values[i]`` (:func:`call_stubs`, :func:`argument_options`). Whole
-        actions are scored with EOS, openings without (their score is the probability of any completion starting
-        with them). When an opening wins, its arguments are chosen one at a time the same way, each scored after
-        the text chosen so far (``a,`` between arguments, `` a)`` + EOS for the last), so a call costs n small
-        choices instead of a product of argument tuples, and a long skill definition is not re-scored for every
-        option. With ``template_headers``, a skill definition competes by its header line alone (its body
-        follows from the template). The completion's token log-probs are those of the final text under the model.
-        """
-        rows = [[c if isinstance(c, tuple) else (c, []) for c in cands] for cands in candidates]
-        texts_of = [[self._scored_part(text) for text, _ in row] for row in rows]
-        complete = [
-            [not values and part == text for part, (text, values) in zip(parts, row, strict=True)]
-            for parts, row in zip(texts_of, rows, strict=True)
-        ]
-        if greedy and self.prune_greedy and self.candidate_score == "sum":
-            scores = self._score_pruned(prompts, texts_of, complete)
-        else:
-            scores = self.score(prompts, texts_of, complete)
-        texts, pending, token_lps, choice_logprob, scored, grown = [], [], [], [], [], []
-        for b, (row, parts, lps) in enumerate(zip(rows, texts_of, scores, strict=True)):
-            k, logprob = self._pick(lps, greedy, mean=self.candidate_score == "mean")
-            texts.append(row[k][0])
-            pending.append(list(row[k][1]))
-            token_lps.append(lps[k])
-            choice_logprob.append(logprob)
-            scored.append(len(row))
-            if pending[b] or parts[k] != texts[b]:  # arguments or a template's body to come: re-scored whole below
-                grown.append(b)
-        active = [b for b in range(len(prompts)) if pending[b]]
-        while active:  # one argument of every open call: scored after the text so far, which joins the prompt
-            options = {
-                b: [
-                    f"{' ' if texts[b].endswith(',') else ''}{v}{')' if len(pending[b]) == 1 else ','}"
-                    for v in pending[b][0]
-                ]
-                for b in active
-            }
-            scores = self.score(
-                [prompts[b] + texts[b] for b in active],
-                [options[b] for b in active],
-                [[len(pending[b]) == 1] * len(options[b]) for b in active],
-            )
-            for b, lps in zip(active, scores, strict=True):
-                k, logprob = self._pick(lps, greedy, mean=False)
-                texts[b] += options[b][k]
-                pending[b].pop(0)
-                choice_logprob[b] += logprob
-                scored[b] += len(options[b])
-            active = [b for b in active if pending[b]]
-        if grown:  # the completion's own token log-probs (the loss needs the whole text's, not the pieces')
-            for b, lps in zip(
-                grown, self.score([prompts[b] for b in grown], [[texts[b]] for b in grown]), strict=True
-            ):
-                token_lps[b] = lps[0]
+        """Completions of a batch of prompt texts: free, or following one constrained :data:`Plan` per prompt."""
+        prompt_ids = [self.encode(p) for p in prompts]
+        rows = decoding.generate(
+            self.model, prompt_ids, eos_id=self.eos_id, pad_id=self.pad_id, greedy=greedy,
+            temperature=self.temperature, top_p=self.top_p, plans=plans, encode=self.encode,
+            max_new_tokens=self.max_new_tokens if plans is None else MAX_CONSTRAINED_TOKENS,
+        )  # fmt: skip
         results = []
-        for b, prompt in enumerate(prompts):
-            completion_ids = self.encode(texts[b]) + [self.eos_id]
-            extra = {"choice_logprob": choice_logprob[b]}
-            results.append(
-                Completion(
-                    self.encode(prompt),
-                    completion_ids,
-                    token_lps[b],
-                    texts[b],
-                    parse_action(texts[b]),
-                    scored[b],
-                    extra,
-                )
-            )
+        for ids, row in zip(prompt_ids, rows, strict=True):
+            text = row.text  # constrained: the options' own texts, whatever the tokenizer decodes them to
+            if text is None:
+                text = self.tokenizer.decode(row.completion_ids, skip_special_tokens=True)
+            results.append(Completion(ids, row.completion_ids, row.logprobs, text, parse_action(text), row.allowed))
         return results
-
-    def _scored_part(self, candidate: str) -> str:
-        """What of a candidate competes in a choice: a definition's header line (``template_headers``), else all."""
-        if self.template_headers and candidate.startswith("skill "):
-            return candidate.split("\n", 1)[0]
-        return candidate
-
-    def _score_pruned(
-        self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], complete: Sequence[Sequence[bool]]
-    ) -> list[list[list[float]]]:
-        """:meth:`score` for a greedy choice: a long candidate is scored in full only if its prefix can still win.
-
-        Every candidate's first ``PRUNE_PREFIX_TOKENS`` tokens are scored; one that is longer is scored in full
-        only when that prefix's log-likelihood is at least the best whole candidate's. Log-probs are <= 0, so a
-        prefix bounds its candidate from above and a pruned one cannot be the argmax: the choice is the one full
-        scoring makes, at the cost of a few tokens for each skill-definition template that is not in question.
-        A pruned candidate keeps its prefix's token log-probs.
-        """
-        scores = self.score(prompts, candidates, complete, max_tokens=PRUNE_PREFIX_TOKENS)
-        unfinished: dict[int, list[int]] = {}  # prompt -> candidates whose prefix may still win
-        for b, lps in enumerate(scores):
-            # Only a candidate scored to the limit can have been cut: re-encode just those to know their length.
-            cut = [
-                len(lp) == PRUNE_PREFIX_TOKENS and len(self.encode(c)) + whole > PRUNE_PREFIX_TOKENS
-                for lp, c, whole in zip(lps, candidates[b], complete[b], strict=True)
-            ]
-            best = max((sum(lp) for lp, was_cut in zip(lps, cut, strict=True) if not was_cut), default=-float("inf"))
-            keep = [k for k, (lp, was_cut) in enumerate(zip(lps, cut, strict=True)) if was_cut and sum(lp) >= best]
-            if keep:
-                unfinished[b] = keep
-        if unfinished:
-            rest = self.score(
-                [prompts[b] for b in unfinished],
-                [[candidates[b][k] for k in ks] for b, ks in unfinished.items()],
-                [[complete[b][k] for k in ks] for b, ks in unfinished.items()],
-            )
-            for (b, ks), lps in zip(unfinished.items(), rest, strict=True):
-                for k, lp in zip(ks, lps, strict=True):
-                    scores[b][k] = lp
-        return scores
-
-    @staticmethod
-    def _pick(token_lps: Sequence[Sequence[float]], greedy: bool, *, mean: bool) -> tuple[int, float]:
-        """Index of the chosen candidate and its log-probability under the renormalised distribution."""
-        seq = torch.tensor([sum(lps) for lps in token_lps])  # (N,) log-likelihoods
-        if mean:
-            seq = seq / torch.tensor([max(1, len(lps)) for lps in token_lps])  # (N,)
-        k = int(seq.argmax()) if greedy else int(torch.multinomial(torch.softmax(seq, -1), 1))
-        return k, float(torch.log_softmax(seq, -1)[k])
-
-
-def _select_cache(cache: Any, index: torch.Tensor) -> Any:
-    """A cache holding rows ``index`` (n,) of ``cache`` (B, ...); ``cache`` itself is left untouched."""
-    if hasattr(cache, "layers") and hasattr(cache, "batch_select_indices"):
-        sub = copy.copy(cache)
-        sub.layers = [copy.copy(layer) for layer in cache.layers]  # layers re-bind keys/values: shallow is safe
-        sub.batch_select_indices(index)
-        return sub
-    if isinstance(cache, tuple):  # legacy ((k, v), ...) with k: (B, heads, P, d)
-        return tuple(tuple(t[index] for t in layer) for layer in cache)
-    sub = copy.deepcopy(cache)
-    sub.batch_select_indices(index)
-    return sub
 
 
 def _forward_parameters(model: Any) -> Any:
@@ -688,6 +411,7 @@ def completion_logprobs(
     temperature: float = 1.0,
     pad_id: int = 0,
     with_entropy: bool = False,
+    allowed: Sequence[Sequence[Sequence[int]] | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Differentiable ``log pi(completion token | prompt, earlier tokens)`` for a batch of rows.
 
@@ -696,9 +420,13 @@ def completion_logprobs(
     (``logits_to_keep``, where the model takes it): prompt (environment) tokens never get logits, never reach
     the loss, and a long prompt costs no (L, V) logits tensor.
 
+    With ``allowed`` (a constrained row's :attr:`Completion.allowed`), a token's distribution is the softmax
+    restricted to the ids its constraint allowed, the one it was sampled from (:mod:`sage_agents.decoding`); a
+    forced token (one allowed id) has log-prob 0 and is left out of ``mask``.
+
     Returns:
-        ``(logp, mask, entropy)``: (B, T) log-probs of the completion tokens, (B, T) float mask of real
-        tokens, and (B, T) token entropies (or None).
+        ``(logp, mask, entropy)``: (B, T) log-probs of the completion tokens, (B, T) float mask of the tokens
+        that enter a loss (real and not forced), and (B, T) token entropies (or None).
     """
     device = next(model.parameters()).device
     rows = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
@@ -721,13 +449,20 @@ def completion_logprobs(
     mask = (steps[None] < clen[:, None]).float()  # (B, T)
     tok_col = (width - clen[:, None] + steps[None]).clamp(max=width - 1)  # (B, T): column of each token
     pred_idx = (tok_col - 1 - (width - keep)).clamp(min=0)  # (B, T): its predicting column, in the kept block
-    sel = logits.gather(1, pred_idx[..., None].expand(-1, -1, logits.shape[-1])).float()  # (B, T, V)
-    logp_all = F.log_softmax(sel / temperature, dim=-1)  # (B, T, V)
+    sel = logits.gather(1, pred_idx[..., None].expand(-1, -1, logits.shape[-1])).float() / temperature  # (B, T, V)
+    keep = torch.ones_like(sel, dtype=torch.bool)  # (B, T, V): the ids each token was drawn among
+    for b, row in enumerate(allowed or ()):
+        for t, ids_allowed in enumerate(row or ()):
+            keep[b, t] = False
+            keep[b, t, list(ids_allowed)] = True
+            mask[b, t] *= len(ids_allowed) > 1
+    logp_all = F.log_softmax(sel.masked_fill(~keep, float("-inf")), dim=-1)  # (B, T, V)
     targets = ids.gather(1, tok_col)  # (B, T)
     logp = logp_all.gather(-1, targets[..., None]).squeeze(-1) * mask  # (B, T)
     entropy = None
     if with_entropy:
-        entropy = -(logp_all.exp() * logp_all).sum(-1).detach() * mask  # (B, T)
+        p_logp = torch.where(keep, logp_all.exp() * logp_all, 0.0)  # (B, T, V): 0 log 0 = 0 off the allowed ids
+        entropy = -p_logp.sum(-1).detach() * mask  # (B, T)
     return logp, mask, entropy
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sage_agents.decoding import Plan
 from sage_agents.policy import Completion, LLMPolicy, ParsedAction, PolicyAgent, build_prompt, parse_action
 
 REACT_INSTRUCTION = (
@@ -127,10 +128,12 @@ class ReactPolicy(LLMPolicy):
         observations = [{**obs, "skills": ""} for obs in observations]
         return super().act_batch(observations, infos, histories, greedy=greedy)
 
-    def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> list[Completion]:
-        """Free generation; the action is parsed with :func:`parse_react`."""
-        completions = super().generate(prompts, greedy=greedy)
-        for completion in completions:
+    def generate(
+        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
+    ) -> list[Completion]:
+        """Free generation is parsed with :func:`parse_react`; constrained decoding's action is already one."""
+        completions = super().generate(prompts, greedy=greedy, plans=plans)
+        for completion in completions if plans is None else ():
             completion.action = parse_react(completion.text)
         return completions
 

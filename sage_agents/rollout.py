@@ -38,6 +38,9 @@ class Turn:
     """Engine steps this turn took."""
     observation: str = ""
     """The env's observation text right after this action (the task's last one when the task ended)."""
+    allowed: list[list[int]] | None = None
+    """Per completion token, the ids constrained decoding allowed (:attr:`~sage_agents.policy.Completion.allowed`);
+    None for free generation."""
 
 
 @dataclass
@@ -145,6 +148,7 @@ def rollout_chains(
                     prompt_ids=comp.prompt_ids,
                     completion_ids=comp.completion_ids,
                     logprobs=comp.logprobs,
+                    allowed=comp.allowed,
                     action=comp.action.text,
                     parsed_kind=comp.action.kind,
                     env_kind=str(info.get("action_kind", "")),

@@ -43,6 +43,7 @@ import torch
 from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.config import ConfigError, TrainConfig
+from sage_agents.decoding import trained_tokens
 from sage_agents.evaluation import evaluate_policy
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import ChainRollout, draw_chains, rollout_chains, rollout_stats, step_seeds
@@ -257,8 +258,8 @@ class Trainer:
             adv_all.append(adv[valid])
             for g, ro in enumerate(chunk):
                 for turn_i, turn in enumerate(ro.turns):
-                    if not turn.completion_ids:
-                        continue
+                    if not any(trained_tokens(turn.completion_ids, turn.allowed)):
+                        continue  # nothing to train: no tokens, or every token forced by the constraint
                     k = turn.task_index
                     seq = (start + g, k) if cfg.sequence_unit == "trajectory" else (start + g, k, turn_i)
                     rows.append(
@@ -266,6 +267,7 @@ class Trainer:
                             "prompt_ids": turn.prompt_ids,
                             "completion_ids": turn.completion_ids,
                             "old_logp": turn.logprobs,
+                            "allowed": turn.allowed,
                             "adv": float(adv[g, k]),
                             "seq": seq,
                         }
@@ -288,7 +290,7 @@ class Trainer:
         """
         cfg = self.config
         seq_index = {s: i for i, s in enumerate(dict.fromkeys(r["seq"] for r in rows))}
-        lengths = [len(r["completion_ids"]) for r in rows]
+        lengths = [sum(trained_tokens(r["completion_ids"], r.get("allowed"))) for r in rows]
         seq_ids = [seq_index[r["seq"]] for r in rows]
         totals = batch_counts(lengths, seq_ids)
         if self.world > 1:
@@ -314,6 +316,7 @@ class Trainer:
                     [r["completion_ids"] for r in batch],
                     temperature=cfg.temperature,
                     pad_id=self.policy.pad_id,
+                    allowed=[r.get("allowed") for r in batch],
                 )  # (B, T)
                 for j, r in enumerate(batch):
                     r["ref_logp"] = logp[j, : len(r["completion_ids"])]  # (T_j,)
@@ -369,6 +372,7 @@ class Trainer:
             temperature=cfg.temperature,
             pad_id=self.policy.pad_id,
             with_entropy=True,
+            allowed=[r.get("allowed") for r in batch],
         )  # (B, T) each
         old = torch.zeros_like(logp)  # (B, T)
         for i, r in enumerate(batch):

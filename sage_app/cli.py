@@ -178,12 +178,11 @@ def evaluate(
     show_admissible: Annotated[
         bool, typer.Option(help="List the admissible commands in the prompt (as in training).")
     ] = True,
-    candidate_score: Annotated[str, typer.Option(help="Constrained-decoding score: sum or mean.")] = "sum",
 ) -> None:
     """Greedy evaluation of a local model; prints the env/ metrics as JSON.
 
     The prompt options must match the ones the model was trained with (TrainConfig's history_turns,
-    earlier_actions, show_admissible, candidate_score); the defaults are TrainConfig's.
+    earlier_actions, show_admissible); the defaults are TrainConfig's.
     """
     import gymnasium as gym
 
@@ -201,7 +200,6 @@ def evaluate(
         history_turns=history_turns,
         earlier_actions=earlier_actions,
         show_admissible=show_admissible,
-        candidate_score=candidate_score,
     )
     env = gym.make(env_id, split=split, **json.loads(env_kwargs))
     chains = list(range(min(num_chains, env.unwrapped.num_chains)))

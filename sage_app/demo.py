@@ -121,15 +121,9 @@ class DemoConfig:
     """RL learning rate (calibration: <= 1e-4 or a tiny model collapses)."""
     beta: float = 0.04
     """KL coefficient to the SFT model (calibration: GRPO without clipping/KL collapsed)."""
-    candidate_score: str = "sum"
-    """Constrained-decoding score (``sum`` = the LM's renormalised sequence distribution)."""
     typed_arguments: bool = True
     """SAGE's skill-call arguments take only values of a type the task or the parameter names (``place`` in "put
     a pen in shelf" -> ``shelf 1``, not ``garbagecan 1``; ``LLMPolicy(typed_arguments=...)``)."""
-    template_headers: bool = True
-    """SAGE chooses a skill template by its header line, and its body follows (``LLMPolicy(template_headers=...)``):
-    scored whole, an ~80-token definition lost to any short command, and SAGE never defined a ``*_then_place``
-    skill (docs/demo.md)."""
 
     reskill_min_reservoir: int = 32
     """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``,
@@ -189,7 +183,6 @@ class DemoConfig:
             "show_admissible": self.show_admissible,
             "skill_descriptions": False,  # signatures only: the names and parameters say what a tiny model can use
             "typed_arguments": self.typed_arguments,
-            "template_headers": self.template_headers,
         }
 
     @property
@@ -286,7 +279,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
     return TrainConfig(
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         skill_templates=skill_templates(cfg.expert_skills) if arm == "sage" else [],
-        candidate_score=cfg.candidate_score, **cfg.prompt_kwargs, group_size=cfg.group_size,
+        **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
         output_dir=str(out / arm_label(cfg, arm, seed)), save_every=5, resume=True, micro_batch_size=32,
         report_to=["jsonl"], **(reskill if arm == "reskill" else {}),

@@ -17,6 +17,11 @@ advantages -> clipped loss -> optimizer, checkpoints, logging, vLLM weight sync)
 * An unplayed position (the chain stopped on a reply with no action, or is shorter than L) has reward ``None``:
   TRL leaves it out of the group mean and gives it advantage 0, as SAGE's ``valid`` mask does. Its completion is
   one masked EOS token (TRL needs one completion per row).
+* Constrained decoding samples each token from the model's softmax restricted to the tokens its grammar allows
+  (:mod:`sage_agents.decoding`); TRL's loss cannot take a per-token restriction, so it differentiates the
+  full-vocabulary log-prob of those tokens instead (the one approximation of this backend for constrained
+  policies; the native trainer uses the restricted one). Forced tokens (a single allowed id) are left out of the
+  loss through ``env_mask``, as in the native trainer.
 * ReSkill (``algo="reskill"``): the controller gives every rollout slot a library version before the chains are
   played and observes their outcomes right after (the native trainer observes after the update; the controller
   never reads the model, so the order does not matter).
@@ -34,6 +39,7 @@ import torch
 
 from sage_agents.algos.sage import group_rewards
 from sage_agents.config import ConfigError, TrainConfig
+from sage_agents.decoding import Plan, trained_tokens
 from sage_agents.policy import Completion, LLMPolicy, parse_action
 from sage_agents.rollout import ChainRollout, Turn, draw_chains, rollout_chains, rollout_stats, step_seeds
 
@@ -56,7 +62,8 @@ def pack_task(turns: Sequence[Turn], eos_id: int) -> tuple[list[int], list[int],
     """The turns of one task attempt as one TRL sample: ``(prompt_ids, completion_ids, logprobs, env_mask)``.
 
     The first turn's prompt is the prompt; each later turn's prompt is environment text inside the completion
-    (mask 0, log-prob 0). No turn with tokens (an unplayed position): one masked EOS.
+    (mask 0, log-prob 0), and so are the tokens constrained decoding forced. No turn with tokens (an unplayed
+    position): one masked EOS.
     """
     turns = [t for t in turns if t.completion_ids]
     if not turns:
@@ -69,7 +76,7 @@ def pack_task(turns: Sequence[Turn], eos_id: int) -> tuple[list[int], list[int],
             mask += [0] * len(turn.prompt_ids)
         completion += turn.completion_ids
         logprobs += turn.logprobs
-        mask += [1] * len(turn.completion_ids)
+        mask += [int(trained) for trained in trained_tokens(turn.completion_ids, turn.allowed)]
     return list(turns[0].prompt_ids), completion, logprobs, mask
 
 
@@ -77,7 +84,7 @@ def pack_task(turns: Sequence[Turn], eos_id: int) -> tuple[list[int], list[int],
 class VLLMPolicy(LLMPolicy):
     """An :class:`LLMPolicy` whose free generation runs on TRL's vLLM engine (``use_vllm``, any ``vllm_mode``).
 
-    Candidate scoring (``constrained=True``) stays on the trained model. ``vllm`` is the trainer's
+    Constrained decoding (``constrained=True``) stays on the trained model. ``vllm`` is the trainer's
     ``vllm_generation``; TRL syncs its weights before each ``rollout_func`` call.
     """
 
@@ -85,8 +92,12 @@ class VLLMPolicy(LLMPolicy):
         super().__init__(model, tokenizer, **kwargs)
         self.vllm = vllm
 
-    def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> list[Completion]:
+    def generate(
+        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
+    ) -> list[Completion]:
         """Sample one completion per prompt with vLLM (TRL's temperature and top_p; ``greedy`` is not used)."""
+        if plans is not None:
+            return super().generate(prompts, greedy=greedy, plans=plans)
         prompt_ids = [self.encode(p) for p in prompts]
         self.vllm.max_completion_length = self.max_new_tokens  # a turn's budget, not the packed task's
         _, completion_ids, logprobs, _ = self.vllm.generate(prompts=prompt_ids, images=None, num_generations=1)

@@ -17,7 +17,6 @@ cfg = TrainConfig(
     group_size=2,
     lr=1e-3,
     constrained=True,
-    candidate_score="mean",
     report_to=["jsonl"],
     progress=False,
     micro_batch_size=3,

@@ -15,7 +15,6 @@ FAST_TRAIN = dict(
     group_size=4,
     lr=1e-3,
     constrained=True,
-    candidate_score="mean",
     report_to=["jsonl"],
     progress=False,
     micro_batch_size=8,

@@ -70,8 +70,8 @@ def named(trainer):
 @pytest.mark.parametrize("lora", [0, 4], ids=["full", "lora"])
 def test_random_init_causal_lm_trains(tmp_path, arch, chat, lora):
     folder = save_random_lm(tmp_path / arch, arch, chat)
-    # LoRA's B starts at zero, so A gets no gradient in the first step: two steps move every adapter matrix.
-    steps = 2 if lora else 1
+    # LoRA's B starts at zero, so A gets no gradient until B has moved: three steps move every adapter matrix.
+    steps = 3 if lora else 1
     cfg = TrainConfig(**FAST, model_path=str(folder), output_dir=str(tmp_path / "run"), total_steps=steps, lora_r=lora)
     assert load_policy(folder)[0].config.model_type == arch
     trainer = Trainer(cfg, env_fn=lambda: FakeChainEnv(easy=True))

@@ -150,7 +150,7 @@ def test_a_raising_batch_call_is_retried_chain_by_chain():
 def test_trainer_evaluation_gives_the_numbers_of_the_earlier_rollout_path(tiny):
     """The same greedy policy: the old rollout_chains + rollout_stats figures equal evaluate_policy's."""
     model, tokenizer = tiny
-    policy = LLMPolicy(model, tokenizer, constrained=True, candidate_score="mean")
+    policy = LLMPolicy(model, tokenizer, constrained=True)
     chains, seeds = [0, 1, 2], [7, 8, 9]
     old = rollout_stats(rollout_chains([FakeChainEnv(easy=True) for _ in chains], policy, chains, seeds, greedy=True))
     records, new = evaluate_policy(policy, [FakeChainEnv(easy=True) for _ in chains], chains, seeds)

@@ -3,8 +3,8 @@ import copy
 import pytest
 import torch
 
+from sage_agents.decoding import ConstrainedRow, Option, call_plan
 from sage_agents.policy import (
-    PRUNE_PREFIX_TOKENS,
     LLMPolicy,
     PolicyAgent,
     argument_options,
@@ -109,10 +109,14 @@ def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
     calls = {}
     for typed in (False, True):
         policy = LLMPolicy(model, tok, constrained=True, typed_arguments=typed)
-        chosen = []
-        policy.choose = lambda prompts, candidates, greedy, chosen=chosen: chosen.extend(candidates)  # record
+        plans = []
+        policy.generate = lambda prompts, greedy, plans=(), seen=plans: seen.extend(plans)  # record the plans
         policy.act_batch([obs], [info], [[]], greedy=True)
-        calls[typed] = dict(c for c in chosen[0] if isinstance(c, tuple))["call fetch("]
+        plan = plans[0]
+        assert Option("call fetch(", False) in next(plan)  # the first choice: a command or the call's opening
+        first = [o.text.removesuffix(",") for o in plan.send("call fetch(")]
+        second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+        calls[typed] = (first, second)
     assert "desk 4" in calls[False][0] and "desk 4" not in calls[True][0]  # no task or parameter names a desk
     assert calls[True][1] == [v for v in calls[False][1] if v.split()[0] in ("coin", "box", "take")]
 
@@ -141,39 +145,91 @@ def test_batched_greedy_generation_equals_one_by_one(tiny):
     assert [b.completion_ids for b in batched] == [s.completion_ids for s in single]
 
 
-def test_constrained_scores_equal_full_forward(tiny):
+SKILLS_OBS = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
+
+
+def test_constrained_actions_are_commands_or_well_formed_calls_with_exact_logprobs(tiny):
     model, tok = tiny
-    policy = LLMPolicy(model, tok)
-    prompts = [policy.prompt(OBS, [], ADM), policy.prompt({**OBS, "task": "t"}, [("o", "look")], ADM[:2])]
-    cands = [ADM, ["go to box 1", f"{DEF}\ncall fetch(coin 1, box 2)"]]
-    scores = policy.score(prompts, cands)
-    for prompt, cs, sc in zip(prompts, cands, scores, strict=True):
-        for c, lps in zip(cs, sc, strict=True):
-            ids = policy.encode(c) + [tok.eos_token_id]
-            ref, _, _ = completion_logprobs(model, [policy.encode(prompt)], [ids], pad_id=tok.pad_token_id)
-            assert torch.allclose(torch.tensor(lps), ref[0], atol=1e-4)
+    policy = LLMPolicy(model, tok, constrained=True)
+    torch.manual_seed(0)
+    outs = policy.act_batch([SKILLS_OBS] * 16, [{"admissible_commands": ADM}] * 16, [[]] * 16)
+    values = argument_options(OBS["task"], OBS["observation"], ADM)
+    for out in outs:
+        args = out.text.removeprefix("call fetch(").removesuffix(")").split(",")
+        assert out.text in ADM or (out.action.kind == "call" and all(a.strip() in values for a in args))
+        assert out.completion_ids[-1] == tok.eos_token_id and len(out.allowed) == len(out.completion_ids)
+        assert all(t in a for t, a in zip(out.completion_ids, out.allowed, strict=True))
+    assert {o.action.kind for o in outs} == {"command", "call"}  # sampling explores both
+    logp, mask, _ = completion_logprobs(
+        model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], pad_id=tok.pad_token_id,
+        allowed=[o.allowed for o in outs],
+    )  # fmt: skip
+    for i, o in enumerate(outs):
+        n = len(o.completion_ids)
+        free = torch.tensor([len(a) > 1 for a in o.allowed])
+        assert mask[i, :n].tolist() == free.float().tolist()  # forced tokens stay out of the loss
+        assert torch.allclose(logp[i, :n], torch.tensor(o.logprobs) * free, atol=1e-5)
+        assert all(lp == 0.0 for lp, f in zip(o.logprobs, free, strict=True) if not f)
 
 
-def test_constrained_choice_greedy_and_sampled(tiny):
+def test_constrained_sampling_follows_the_recorded_distribution(tiny):
     model, tok = tiny
     policy = LLMPolicy(model, tok, constrained=True)
     info = {"admissible_commands": ADM}
-    skills = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
-    out = policy.act_batch([skills], [info], [[]], greedy=True)[0]
-    prompt = policy.prompt(skills, [], ADM)
-    scores = policy.score([prompt], [[*ADM, "call fetch("]], [[True] * len(ADM) + [False]])[0]
-    best = max(range(len(scores)), key=lambda i: sum(scores[i]))
-    if best < len(ADM):  # a command won outright
-        assert out.text == ADM[best] and out.num_candidates == len(ADM) + 1 and out.logprobs == scores[best]
-    else:  # a call: two more greedy choices, one per argument, over the argument options
-        assert out.action.kind == "call" and out.num_candidates == len(ADM) + 1 + 2 * 7
-    ref, _, _ = completion_logprobs(model, [policy.encode(prompt)], [out.completion_ids], pad_id=tok.pad_token_id)
-    assert torch.allclose(torch.tensor(out.logprobs), ref[0], atol=1e-4)  # the completion's own log-probs
-    assert out.completion_ids[-1] == tok.eos_token_id and out.action.parseable
-    policy.candidate_score = "mean"
-    torch.manual_seed(0)
-    picks = {policy.act_batch([skills], [info], [[]])[0].text for _ in range(30)}
-    assert len(picks) > 3  # sampling explores when scores are length-normalised
+    torch.manual_seed(1)
+    outs = policy.act_batch([OBS] * 400, [info] * 400, [[]] * 400)  # no skills: one choice among the commands
+    prob = {o.text: float(torch.tensor(o.logprobs).sum().exp()) for o in outs}
+    assert set(prob) == set(ADM) and sum(prob.values()) == pytest.approx(1.0, abs=1e-4)
+    for text, p in prob.items():  # each action's empirical frequency is its recorded probability
+        freq = sum(o.text == text for o in outs) / len(outs)
+        assert abs(freq - p) < 4 * (p * (1 - p) / len(outs)) ** 0.5 + 1e-3, (text, freq, p)
+    greedy = policy.act_batch([OBS], [info], [[]], greedy=True)[0]
+    first = {a: policy.encode(a)[0] for a in ADM}  # the commands branch at their first token, and "go to box"
+    mass = {t: sum(p for a, p in prob.items() if first[a] == t) for t in first.values()}  # once more at the last
+    top = max(mass, key=mass.get)
+    assert greedy.text == max((a for a in ADM if first[a] == top), key=prob.get)  # the argmax token at each branch
+
+
+def test_constrained_actions_form_one_distribution(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, constrained=True)
+    prompt = policy.prompt(OBS, [], ADM)
+    options = [["coin 1", "box 2"], ["box 2", "box 3", "coin"]]
+    pieces = [[c] for c in ADM] + [["call fetch(", f"{a},", f" {b})"] for a in options[0] for b in options[1]]
+    completions, allowed = [], []
+    for parts in pieces:  # walk the plan over each action's tokens, as generation does
+        row = ConstrainedRow(call_plan(ADM, [("call fetch(", options)]), policy.encode, tok.eos_token_id)
+        ids = [t for part in parts for t in policy.encode(part)] + [tok.eos_token_id]
+        for t in ids:
+            assert t in row.allowed()
+            row.advance(t)
+        assert row.done
+        completions.append(ids)
+        allowed.append(row.allowed_log)
+    logp, _, _ = completion_logprobs(
+        model, [policy.encode(prompt)] * len(pieces), completions, pad_id=tok.pad_token_id, allowed=allowed
+    )
+    assert float(logp.detach().sum(-1).exp().sum()) == pytest.approx(1.0, abs=1e-4)  # the actions' total is 1
+
+
+def test_a_template_body_is_forced_once_its_name_is_chosen(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, constrained=True, skill_templates=[DEF])
+    out = policy.act_batch([OBS], [{"admissible_commands": []}], [[]])[0]  # nothing to do but define and call
+    assert out.action.kind == "define" and out.text.startswith(f"{DEF}\ncall fetch(")
+    opening = len(policy.encode(f"{DEF}\ncall fetch("))
+    assert all(len(a) == 1 for a in out.allowed[:opening]) and out.logprobs[:opening] == [0.0] * opening
+    assert any(len(a) > 1 for a in out.allowed[opening:])  # the arguments are choices
+
+
+def test_options_of_one_choice_must_be_prefix_free(tiny):
+    _, tok = tiny
+
+    def plan():
+        yield [Option("go to box", False), Option("go to box 1", True)]
+
+    with pytest.raises(ValueError, match="prefix"):
+        ConstrainedRow(plan(), lambda text: tok(text, add_special_tokens=False).input_ids, tok.eos_token_id)
 
 
 def test_policy_agent_history_and_tokens(tiny):
@@ -221,69 +277,6 @@ def test_chat_template_is_used_when_present(tiny):
     out = policy.act_batch([OBS], [{"admissible_commands": ADM}], [[]], greedy=True)[0]
     assert out.prompt_ids[0] == chat_tok.bos_token_id and out.text in ADM
     assert not LLMPolicy(model, chat_tok, use_chat_template=False).prompt(OBS, [], ADM).startswith("<bos>")
-
-
-def test_greedy_pruning_keeps_the_argmax_and_skips_hopeless_templates(tiny):
-    model, tok = tiny
-    policy = LLMPolicy(model, tok)
-    long_def = DEF + "\n    look" * 12  # a template far longer than PRUNE_PREFIX_TOKENS
-    prompts = [policy.prompt(OBS, [], ADM), policy.prompt({**OBS, "task": "t"}, [("o", "look")], ADM)]
-    cases = [
-        [*ADM, f"{long_def}\ncall fetch(", f"{DEF}\ncall fetch("],
-        [f"{long_def}\ncall fetch(", f"{DEF}\ncall fetch("],  # nothing whole to compare with: all in full
-    ]
-    for cands in cases:
-        complete = [[not c.endswith("(") for c in cands]] * 2
-        full = policy.score(prompts, [cands] * 2, complete)
-        pruned = policy._score_pruned(prompts, [cands] * 2, complete)
-        for f, p in zip(full, pruned, strict=True):
-            best = max(range(len(f)), key=lambda k: sum(f[k]))
-            assert max(range(len(p)), key=lambda k: sum(p[k])) == best and p[best] == pytest.approx(f[best], abs=1e-4)
-            for fk, pk in zip(f, p, strict=True):
-                # A candidate is either scored in full, or cut to its prefix because the prefix already lost.
-                cut = len(pk) == PRUNE_PREFIX_TOKENS and sum(pk) < sum(f[best])
-                assert pk == pytest.approx(fk, abs=1e-4) or (cut and pk == pytest.approx(fk[: len(pk)], abs=1e-4))
-    pruned = policy._score_pruned(prompts[:1], [cases[0]], [[not c.endswith("(") for c in cases[0]]])[0]
-    assert len(pruned[len(ADM)]) == PRUNE_PREFIX_TOKENS  # a random model never prefers a 60-token definition
-    full_policy = LLMPolicy(model, tok, constrained=True, skill_templates=[long_def], prune_greedy=False)
-    pruning_policy = LLMPolicy(model, tok, constrained=True, skill_templates=[long_def])
-    info = {"admissible_commands": ADM}
-    with_pruning = pruning_policy.act_batch([OBS] * 2, [info] * 2, [[], [("o", "look")]], greedy=True)
-    without = full_policy.act_batch([OBS] * 2, [info] * 2, [[], [("o", "look")]], greedy=True)
-    assert [c.text for c in with_pruning] == [c.text for c in without]
-
-
-def test_call_arguments_are_chosen_one_at_a_time(tiny):
-    model, tok = tiny
-    policy = LLMPolicy(model, tok)
-    prompt = policy.prompt(OBS, [], ADM)
-    out = policy.choose([prompt], [[("call fetch(", [["coin 1", "box 2"]] * 2)]], greedy=True)[0]
-    first = policy.score([prompt], [["call fetch(coin 1,", "call fetch(box 2,"]], [[False, False]])[0]
-    a = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(first[i]))]
-    second = policy.score([prompt], [[f"call fetch({a}, coin 1)", f"call fetch({a}, box 2)"]])[0]
-    b = ["coin 1", "box 2"][max(range(2), key=lambda i: sum(second[i]))]
-    assert out.text == f"call fetch({a}, {b})" and out.action.kind == "call" and out.num_candidates == 5
-    assert out.logprobs == second[["coin 1", "box 2"].index(b)]  # the final text's tokens, EOS included
-
-
-def test_template_headers_choose_a_definition_by_its_header(tiny):
-    model, tok = tiny
-    policy = LLMPolicy(model, tok, template_headers=True)
-    prompt = policy.prompt(OBS, [], ADM)
-    opening = f"{DEF}\ncall fetch("
-    header = DEF.split("\n", 1)[0]
-    rivals = ["look", "take coin 1 from box 2"]
-    scored, score = [], policy.score
-    policy.score = lambda prompts, cands, *a, **k: scored.append(cands[0]) or score(prompts, cands, *a, **k)
-    out = policy.choose([prompt], [[*rivals, (opening, [["coin 1"], ["box 2"]])]], greedy=True)[0]
-    assert scored[0] == [*rivals, header]  # the first choice scored the header, not the definition
-    del policy.score
-    scores = policy.score([prompt], [[*rivals, header]], [[True, True, False]])[0]
-    best = max(range(3), key=lambda i: sum(scores[i]))
-    assert out.text == [*rivals, f"{opening}coin 1, box 2)"][best]  # the header competed, not the whole definition
-    alone = policy.choose([prompt], [[(opening, [["coin 1"], ["box 2"]])]], greedy=True)[0]
-    assert alone.text == f"{opening}coin 1, box 2)" and alone.action.kind == "define"
-    assert alone.logprobs == policy.score([prompt], [[alone.text]])[0][0]  # the loss sees the whole text
 
 
 def test_prompt_can_show_skill_signatures_only(tiny):

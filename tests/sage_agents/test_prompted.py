@@ -81,7 +81,8 @@ def test_react_prompt_ignores_skills_and_asks_for_a_thought(tiny):
     constrained = ReactPolicy(model, tokenizer, constrained=True)
     assert constrained.prompt(obs, [], admissible).endswith("\nAction:\n")
     (completion,) = constrained.act_batch([obs], [{"admissible_commands": admissible}], [[]], greedy=True)
-    assert completion.num_candidates == len(admissible) and completion.text in admissible  # no skill calls
+    assert completion.text in admissible
+    assert set(completion.allowed[0]) == {constrained.encode(a)[0] for a in admissible}  # no skill calls offered
     with pytest.raises(ValueError, match="no skills"):
         ReactPolicy(model, tokenizer, skill_calls=True)
 

@@ -37,7 +37,7 @@ def test_sequential_rollout_with_skills_on_chain_env():
 
 def test_llm_policy_acts_in_chain_env(tiny):
     model, tok = tiny
-    policy = LLMPolicy(model, tok, constrained=True, candidate_score="mean")
+    policy = LLMPolicy(model, tok, constrained=True)
     ro = rollout_chains([make_env()], policy, [1], [0])[0]
     assert ro.played[0] and all(t.valid for t in ro.turns)
 
@@ -54,7 +54,6 @@ def test_persistent_libraries_are_checkpointed_and_restored(tiny, tmp_path):
         group_size=2,
         lr=1e-3,
         constrained=True,
-        candidate_score="mean",
         report_to=["jsonl"],
         progress=False,
         total_steps=1,

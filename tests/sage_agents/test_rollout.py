@@ -76,7 +76,7 @@ def test_no_parseable_action_ends_chain_when_asked(stop):
 
 def test_llm_policy_rollout_constrained(tiny):
     model, tok = tiny
-    policy = LLMPolicy(model, tok, constrained=True, candidate_score="mean")
+    policy = LLMPolicy(model, tok, constrained=True)
     rollouts = rollout_chains([FakeChainEnv(), FakeChainEnv()], policy, [2, 2], [5, 6])
     for ro in rollouts:
         assert all(t.valid and t.completion_ids[-1] == tok.eos_token_id for t in ro.turns)

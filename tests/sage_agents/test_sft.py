@@ -77,7 +77,7 @@ def test_the_progress_bar_follows_the_trainer_steps_and_loss():
 @pytest.mark.slow
 def test_sft_then_constrained_policy_defines_and_reuses_skills(tiny_copy, tmp_path):
     model, tok = tiny_copy
-    policy = LLMPolicy(model, tok, constrained=True, skill_templates=[FETCH_SKILL], candidate_score="mean")
+    policy = LLMPolicy(model, tok, constrained=True, skill_templates=[FETCH_SKILL])
     train = collect_expert_pairs(FakeChainEnv(expert_plan=True, num_chains=6), SkillExpert(), policy)
     sft_warm_start(model, tok, train, output_dir=str(tmp_path), epochs=40, lr=3e-3, batch_size=4)
     model.eval()

@@ -1,0 +1,231 @@
+"""Generation on Hugging Face ``generate``, free or constrained to a grammar of choices.
+
+A constrained turn follows a *plan*: a generator that yields the options of one choice (:class:`Option`: a
+text, and whether taking it ends the action) and is sent back the text taken; the next choice may depend on it
+(a call's arguments follow its name). Decoding walks a token trie of the current choice's options: the allowed
+next tokens are the children of the trie node reached so far (an ending option's tokens are followed by EOS),
+and the model samples among them through ``generate(prefix_allowed_tokens_fn=...)`` (transformers'
+``PrefixConstrainedLogitsProcessor``). When a non-ending option is complete the plan is sent its text and
+yields the next choice; a plan that returns ends the action with EOS.
+
+So each constrained token is drawn from the model's softmax *restricted to the allowed tokens*, and that is the
+log-prob recorded here and the one the trainer differentiates (:func:`sage_agents.policy.completion_logprobs`
+with ``allowed``). A token with a single allowed id is *forced*: its restricted log-prob is 0 and it carries no
+gradient, so the loss leaves it out (a skill template's body after its name is chosen, a call's ``)``).
+The options of one choice must be prefix-free as texts (an ending option is, through its EOS); a choice that
+is not raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+
+class Option(NamedTuple):
+    """One option of a constrained choice."""
+
+    text: str
+    """The text it adds to the completion."""
+    ends: bool
+    """Taking it ends the action (EOS follows its tokens)."""
+
+
+Plan = Generator[list[Option], str, None]
+"""A constrained turn: yields each choice's options, is sent the text of the option taken."""
+
+
+def call_plan(commands: Sequence[str], calls: Sequence[tuple[str, Sequence[Sequence[str]]]]) -> Plan:
+    """The plan of one constrained agent turn: a command, or a skill call whose arguments follow one by one.
+
+    Args:
+        commands: whole actions (the admissible commands); each ends the action.
+        calls: ``(opening, values)``: a call's opening (``call NAME(``, possibly after a skill definition) and,
+            per parameter, the values it may take; an opening without parameters is a whole action.
+
+    Arguments are separated as ``a,`` `` b)``: the last one closes the call and ends the action.
+    """
+    params = {opening: list(values) for opening, values in calls}
+    taken = yield [Option(c, True) for c in commands] + [Option(o, not v) for o, v in params.items()]
+    values = params.get(taken, [])
+    for i, options in enumerate(values):
+        last = i == len(values) - 1
+        yield [Option(f"{' ' if i else ''}{v}{')' if last else ','}", last) for v in dict.fromkeys(options)]
+
+
+@dataclass
+class _Node:
+    children: dict[int, _Node] = field(default_factory=dict)
+    option: Option | None = None  # set on the node where an option's tokens end
+
+
+def _trie(options: Sequence[Option], encode: Callable[[str], list[int]], eos_id: int) -> _Node:
+    """The token trie of one choice; raises ``ValueError`` when an option's tokens are a prefix of another's."""
+    root = _Node()
+    for option in dict.fromkeys(options):
+        tokens = encode(option.text) + [eos_id] * option.ends
+        node = root
+        for token in tokens:
+            if node.option is not None:
+                raise ValueError(f"option {node.option.text!r} is a prefix of {option.text!r} in one choice")
+            node = node.children.setdefault(token, _Node())
+        if node.option is not None or node.children or not tokens:
+            raise ValueError(f"option {option.text!r} is empty or a prefix of another option in one choice")
+        node.option = option
+    return root
+
+
+class ConstrainedRow:
+    """One row of a constrained batch: follows its plan token by token.
+
+    Args:
+        plan: the turn's :data:`Plan`.
+        encode: text -> token ids (no special tokens).
+        eos_id: the EOS token id.
+    """
+
+    def __init__(self, plan: Plan, encode: Callable[[str], list[int]], eos_id: int):
+        self.plan, self.encode, self.eos_id = plan, encode, eos_id
+        self.done = False
+        self.text = ""  # the options taken so far
+        self.allowed_log: list[list[int]] = []  # the allowed ids before each token taken
+        self.node = self._choice(next(plan, None))
+
+    def _choice(self, options: list[Option] | None) -> _Node:
+        if options is None:  # the plan has returned: end the action
+            return _trie([Option("", True)], lambda _: [], self.eos_id)
+        if not options:
+            raise ValueError("a constrained choice has no options")
+        return _trie(options, self.encode, self.eos_id)
+
+    def allowed(self) -> list[int]:
+        """Token ids that may come next."""
+        return list(self.node.children)
+
+    def advance(self, token: int) -> None:
+        """Take ``token`` (one of :meth:`allowed`)."""
+        self.allowed_log.append(self.allowed())
+        self.node = self.node.children[token]
+        option = self.node.option
+        if option is None:
+            return
+        self.text += option.text
+        if option.ends:
+            self.done = True
+            return
+        try:
+            self.node = self._choice(self.plan.send(option.text))
+        except StopIteration:
+            self.node = self._choice(None)
+
+
+@dataclass
+class Generated:
+    """One row of :func:`generate`'s output."""
+
+    completion_ids: list[int]
+    """The tokens generated, EOS included when produced."""
+    logprobs: list[float]
+    """``log pi(token)`` of each, under the distribution it was sampled from (restricted when constrained)."""
+    allowed: list[list[int]] | None
+    """Per token, the ids the constraint allowed (one id: forced); None for free generation."""
+    text: str | None
+    """Constrained: the texts of the options taken (exact, whatever the tokenizer decodes); None for free."""
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    *,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    plans: Sequence[Plan] | None = None,
+    encode: Callable[[str], list[int]] | None = None,
+) -> list[Generated]:
+    """Sample completions of left-padded prompts with ``model.generate`` (KV cache, batched).
+
+    Args:
+        model: a Hugging Face causal LM (a DDP / accelerate wrapper is unwrapped).
+        prompt_ids: B prompts' token ids.
+        eos_id: EOS (ends a row).
+        pad_id: padding id.
+        max_new_tokens: generation budget per row.
+        greedy: argmax instead of sampling.
+        temperature: softmax temperature (sampling and log-probs).
+        top_p: nucleus threshold when sampling (1.0 = off); log-probs ignore it.
+        plans: one :data:`Plan` per row for constrained decoding (see the module docstring); None = free.
+        encode: text -> token ids, needed with ``plans``.
+
+    Returns:
+        One :class:`Generated` per prompt.
+    """
+    from transformers import GenerationConfig
+
+    model = getattr(model, "module", model)
+    device = next(model.parameters()).device
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long, device=device)  # (B, P)
+    mask = torch.zeros_like(ids)  # (B, P)
+    for i, row in enumerate(prompt_ids):
+        if row:
+            ids[i, width - len(row) :] = torch.tensor(row, device=device)
+            mask[i, width - len(row) :] = 1
+    rows = None
+    if plans is not None:
+        assert encode is not None, "constrained generation needs encode"
+        rows = [ConstrainedRow(plan, encode, eos_id) for plan in plans]
+
+    def allowed_tokens(b: int, sent: torch.Tensor) -> list[int]:
+        row = rows[b]
+        for token in sent[width + len(row.allowed_log) :].tolist():  # the token taken since the last call
+            if not row.done:
+                row.advance(token)
+        return [pad_id] if row.done else row.allowed()  # a finished row's tokens are replaced by padding
+
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens, eos_token_id=eos_id, pad_token_id=pad_id, return_dict_in_generate=True,
+        output_logits=True, **({"do_sample": False} if greedy else sampling),
+    )  # fmt: skip
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        generation_config=config,
+        prefix_allowed_tokens_fn=allowed_tokens if rows is not None else None,
+    )
+    tokens = out.sequences[:, width:]  # (B, T)
+    logits = torch.stack(out.logits, 1).float() / temperature  # (B, T, V)
+    if rows is not None:
+        for b in range(len(rows)):  # the last token is taken after generate's last call
+            allowed_tokens(b, out.sequences[b])
+        keep = torch.zeros_like(logits, dtype=torch.bool)  # (B, T, V)
+        for b, row in enumerate(rows):
+            for t, allowed in enumerate(row.allowed_log):
+                keep[b, t, allowed] = True
+        keep[~keep.any(-1)] = True  # padding after a row's end: any value, never read
+        logits = logits.masked_fill(~keep, float("-inf"))
+    logp = torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)  # (B, T)
+    results = []
+    for b, row_tokens in enumerate(tokens.tolist()):
+        n = row_tokens.index(eos_id) + 1 if eos_id in row_tokens else len(row_tokens)
+        allowed, text = (rows[b].allowed_log[:n], rows[b].text) if rows is not None else (None, None)
+        results.append(Generated(row_tokens[:n], logp[b, :n].tolist(), allowed, text))
+    return results
+
+
+def trained_tokens(completion_ids: Sequence[int], allowed: Sequence[Sequence[int]] | None) -> list[bool]:
+    """Per completion token, whether it enters a loss.
+
+    Every token of free generation; the unforced ones (more than one allowed id) of constrained decoding.
+    """
+    if allowed is None:
+        return [True] * len(completion_ids)
+    return [len(a) > 1 for a in allowed]
