@@ -107,6 +107,8 @@ class TrainConfig:
     """Allow ``call NAME(args)`` of library skills in constrained decoding."""
     skill_templates: list[str] = field(default_factory=list)
     """Skill definitions allowed as define+call actions in constrained decoding (the body is forced)."""
+    write_skills: bool = False
+    """Write definitions token by token under the DSL grammar, with the vocabulary of ``skill_templates``."""
     max_argument_options: int = 64
     """Values offered per skill-call argument in constrained decoding (arguments are chosen one at a time)."""
     typed_arguments: bool = False
@@ -332,8 +334,8 @@ class TrainConfig:
         An evaluation of its checkpoint passes the same ones: ``make_policy_agent(path, **policy_kwargs)``.
         """
         names = ("history_turns", "earlier_actions", "skill_descriptions", "max_new_tokens", "temperature", "top_p",
-                 "constrained", "skill_calls", "skill_templates", "max_argument_options", "typed_arguments",
-                 "max_prompt_tokens", "show_admissible")  # fmt: skip
+                 "constrained", "skill_calls", "skill_templates", "write_skills", "max_argument_options",
+                 "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
         return {name: getattr(self, name) for name in names}
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,8 @@ log-prob recorded here and the one the trainer differentiates (:func:`sage_agent
 with ``allowed``). A token with a single allowed id is *forced*: its restricted log-prob is 0 and it carries no
 gradient, so the loss leaves it out (a skill template's body after its name is chosen, a call's ``)``).
 The options of one choice must be prefix-free as texts (an ending option is, through its EOS); a choice that
-is not raises ``ValueError``.
+is not raises ``ValueError``. Options that the tokenizer maps to the same tokens (unknown words) are one
+option: the first.
 """
 
 from __future__ import annotations
@@ -38,19 +39,36 @@ Plan = Generator[list[Option], str, None]
 """A constrained turn: yields each choice's options, is sent the text of the option taken."""
 
 
-def call_plan(commands: Sequence[str], calls: Sequence[tuple[str, Sequence[Sequence[str]]]]) -> Plan:
-    """The plan of one constrained agent turn: a command, or a skill call whose arguments follow one by one.
+def call_plan(
+    commands: Sequence[str],
+    calls: Sequence[tuple[str, Sequence[Sequence[str]]]],
+    define: Callable[[], Plan] | None = None,
+) -> Plan:
+    """The plan of one constrained agent turn: a command, a skill call, or a skill definition written piecewise.
+
+    A call's arguments follow its opening one by one (:func:`arguments_plan`).
 
     Args:
         commands: whole actions (the admissible commands); each ends the action.
         calls: ``(opening, values)``: a call's opening (``call NAME(``, possibly after a skill definition) and,
             per parameter, the values it may take; an opening without parameters is a whole action.
-
-    Arguments are separated as ``a,`` `` b)``: the last one closes the call and ends the action.
+        define: the plan of a definition after its first word ``skill`` (:meth:`SkillGrammar.plan
+            <sage_agents.skill_grammar.SkillGrammar.plan>`); None = the turn may not write one.
     """
     params = {opening: list(values) for opening, values in calls}
-    taken = yield [Option(c, True) for c in commands] + [Option(o, not v) for o, v in params.items()]
-    values = params.get(taken, [])
+    first = [Option(c, True) for c in commands] + [Option(o, not v) for o, v in params.items()]
+    taken = yield first + [Option("skill", False)] * (define is not None)
+    if taken == "skill" and define is not None:
+        yield from define()
+        return
+    yield from arguments_plan(params.get(taken, []))
+
+
+def arguments_plan(values: Sequence[Sequence[str]]) -> Plan:
+    """A call's arguments after its opening, one choice each among ``values[i]``.
+
+    Written ``a,`` `` b)``: the last one closes the call and ends the action.
+    """
     for i, options in enumerate(values):
         last = i == len(values) - 1
         yield [Option(f"{' ' if i else ''}{v}{')' if last else ','}", last) for v in dict.fromkeys(options)]
@@ -72,7 +90,9 @@ def _trie(options: Sequence[Option], encode: Callable[[str], list[int]], eos_id:
             if node.option is not None:
                 raise ValueError(f"option {node.option.text!r} is a prefix of {option.text!r} in one choice")
             node = node.children.setdefault(token, _Node())
-        if node.option is not None or node.children or not tokens:
+        if node.option is not None and not node.children:
+            continue  # the same tokens as an earlier option (words the tokenizer does not know): keep that one
+        if node.children or not tokens:
             raise ValueError(f"option {option.text!r} is empty or a prefix of another option in one choice")
         node.option = option
     return root

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from sage_agents import decoding
 from sage_agents.decoding import Plan, call_plan
+from sage_agents.skill_grammar import SkillGrammar
 
 ACTION_KINDS = ("command", "define", "call", "none")
 MAX_CONSTRAINED_TOKENS = 512
@@ -256,6 +257,9 @@ class LLMPolicy:
         skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
         skill_templates: skill definitions offered as "define + call" candidates (constrained mode); a policy
             with templates shows :data:`NO_SKILLS_YET` as its Skills section while the library is empty.
+        write_skills: instead of offering the templates whole, let the policy write its own definitions token
+            by token under the skill DSL's grammar, with the vocabulary of the templates (their command shapes,
+            collections, name words, parameter names; :class:`~sage_agents.skill_grammar.SkillGrammar`).
         max_argument_options: values offered per skill-call argument (constrained mode).
         typed_arguments: a skill-call argument takes only the values whose type the task or the parameter's name
             names (:func:`typed_options`; constrained mode).
@@ -278,6 +282,7 @@ class LLMPolicy:
         constrained: bool = False,
         skill_calls: bool = True,
         skill_templates: Sequence[str] = (),
+        write_skills: bool = False,
         max_argument_options: int = 64,
         typed_arguments: bool = False,
         show_admissible: bool = True,
@@ -291,6 +296,9 @@ class LLMPolicy:
         self.temperature, self.top_p = temperature, top_p
         self.constrained, self.skill_calls = constrained, skill_calls
         self.skill_templates, self.max_argument_options = list(skill_templates), max_argument_options
+        self.grammar = SkillGrammar.from_definitions(self.skill_templates) if write_skills else None
+        if write_skills and not (self.grammar.command_shapes and self.grammar.param_names):
+            raise ValueError("write_skills=True needs skill_templates: the grammar takes its vocabulary from them.")
         self.typed_arguments = typed_arguments
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
@@ -308,7 +316,10 @@ class LLMPolicy:
             parts = [f"free generation (up to {self.max_new_tokens} tokens)"]
         if self.show_admissible:
             parts.append("admissible commands listed in the prompt")
-        if self.skill_templates:
+        if self.grammar is not None:
+            parts.append(f"writes skill definitions under the DSL grammar ({len(self.grammar.command_shapes)} "
+                         f"command shapes read from {len(self.skill_templates)} example definitions)")  # fmt: skip
+        elif self.skill_templates:
             names = [t.split("(", 1)[0].removeprefix("skill ").strip() for t in self.skill_templates]
             parts.append(f"{len(names)} skill-definition templates ({', '.join(names)})")
         return "; ".join(parts)
@@ -364,16 +375,22 @@ class LLMPolicy:
         plans = []
         for obs, adm in zip(observations, admissible, strict=True):
             values = argument_options(obs["task"], obs.get("observation", ""), adm, self.max_argument_options)
-            calls = []
+            calls, define, task = [], None, obs["task"]
+
+            def arguments(param: str, values: list[str] = values, task: str = task) -> list[str]:
+                return typed_options(values, param, task) if self.typed_arguments else values
+
             if self.skill_calls:
-                task = obs["task"]
+                templates = self.skill_templates if self.grammar is None else ()
                 calls = [
-                    (text, [typed_options(values, p, task) if self.typed_arguments else values for p in params])
-                    for text, params in call_stubs(obs.get("skills", ""), self.skill_templates)
+                    (text, [arguments(p) for p in params])
+                    for text, params in call_stubs(obs.get("skills", ""), templates)
                     if values or not params
                 ]
-            commands = list(dict.fromkeys(adm)) or (["look"] if not calls else [])
-            plans.append(call_plan(commands, calls))
+                if self.grammar is not None and values:
+                    define = lambda arguments=arguments: self.grammar.plan(arguments)  # noqa: E731
+            commands = list(dict.fromkeys(adm)) or (["look"] if not calls and define is None else [])
+            plans.append(call_plan(commands, calls, define))
         return self.generate(prompts, greedy=greedy, plans=plans)
 
     @torch.no_grad()

@@ -1,0 +1,201 @@
+r"""Skill definitions written token by token: the skill DSL's grammar as a constrained-decoding plan.
+
+A policy that writes its skills (``LLMPolicy(write_skills=True)``) is not offered whole definitions: it may
+start a turn with ``skill``, then every piece of the definition is a choice of :mod:`sage_agents.decoding`
+among what the grammar allows at that point, so every definition it samples parses by construction::
+
+    skill NAME(PARAM, ...):          NAME = word{_word} (at most max_name_words), params distinct
+        STATEMENT                    indented by 4 per level, at most max_body_lines lines, max_depth deep
+        ...
+    call NAME(ARG, ...)              the trailing call: one argument per parameter, as a library call's
+
+    STATEMENT := SHAPE with each {} slot filled by " {param}" or " {loopvar}" in scope
+               | "for" VAR "in" COLLECTION ":"          (VAR: the collection's first letter, not in scope)
+               | "if" NEEDLE ["not"] "in" HAYSTACK ":"
+               | "return" | "break" (inside a for)
+    NEEDLE     := "TEXT" (an observation test) | "{param}" | " {param} "
+    HAYSTACK   := observation | " {loopvar} "
+
+The vocabulary (command shapes, collections, name words, parameter names, observation tests) is read from
+example definitions (:meth:`SkillGrammar.from_definitions`: the domain expert's, which the agent is otherwise
+offered as templates), so the grammar offers the domain's own command shapes and nothing else. A block
+opener is offered only when a line is left for its body; the definition ends (``call``) only after a statement
+that is not a block opener. Choices are split before spaces (`` {obj}``, `` from``) so that the pieces'
+tokens are the tokens of the whole text (for word-level and for space-prefixed BPE vocabularies), the ones
+SFT trained.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sage_agents.decoding import Option, Plan, arguments_plan
+
+INDENT = "    "
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
+_HEADER = re.compile(r"skill\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*:")
+_FOR = re.compile(r"for\s+\w+\s+in\s+(\w+)\s*:")
+_OBS_TEST = re.compile(r'if\s+"([^"{}]+)"\s+(?:not\s+)?in\s+observation\s*:')
+
+
+@dataclass(frozen=True)
+class SkillGrammar:
+    """The pieces a written skill definition is made of (see the module docstring)."""
+
+    command_shapes: tuple[str, ...]
+    """Primitive commands with ``{}`` for each entity slot (``take {} from {}``)."""
+    collections: tuple[str, ...]
+    """Entity collections a ``for`` loop may iterate over (``receptacles``)."""
+    name_words: tuple[str, ...]
+    """Words a skill name is joined from with ``_``."""
+    param_names: tuple[str, ...]
+    """Parameter names (a parameter's name is its type for typed arguments: ``microwave``)."""
+    observation_tests: tuple[str, ...]
+    """Texts an ``if`` may look for in the observation (``Nothing happens``)."""
+    max_name_words: int = 3
+    """Words in a skill name."""
+    max_params: int = 3
+    """Parameters of a skill."""
+    max_body_lines: int = 14
+    """Statements in a definition's body."""
+    max_depth: int = 3
+    """Nesting of ``for`` / ``if`` blocks (the body is depth 1)."""
+
+    @classmethod
+    def from_definitions(cls, definitions: Sequence[str], **limits: int) -> SkillGrammar:
+        """The grammar whose vocabulary is that of ``definitions`` (skill DSL texts; comments are ignored)."""
+        shapes, collections, words, params, tests = [], [], [], [], []
+        for text in definitions:
+            for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()):
+                header, loop, test = _HEADER.match(line), _FOR.match(line), _OBS_TEST.match(line)
+                if header:
+                    words += header.group(1).split("_")
+                    params += [p.strip() for p in header.group(2).split(",") if p.strip()]
+                elif loop:
+                    collections.append(loop.group(1))
+                elif test:
+                    tests.append(test.group(1))
+                elif line and not line.startswith(("if ", "else", "for ", "call ", "return", "break")):
+                    shapes.append(_PLACEHOLDER.sub("{}", line))
+        unique = lambda items: tuple(dict.fromkeys(items))  # noqa: E731
+        return cls(unique(shapes), unique(collections), unique(words), unique(params), unique(tests), **limits)
+
+    def plan(self, arguments: Callable[[str], Sequence[str]]) -> Plan:
+        """A definition then its trailing call, once the turn has taken the ``skill`` option.
+
+        Args:
+            arguments: parameter name -> the values a call argument of that name may take.
+        """
+        name = yield _options(f" {w}" for w in self.name_words)
+        for _ in range(self.max_name_words - 1):
+            piece = yield _options([*(f"_{w}" for w in self.name_words), "("])
+            if piece == "(":
+                break
+            name += piece
+        else:
+            yield [Option("(", False)]
+        params = [(yield _options(self.param_names))]
+        while len(params) < min(self.max_params, len(self.param_names)):
+            piece = yield _options([*(f", {p}" for p in self.param_names if p not in params), "):\n"])
+            if piece == "):\n":
+                break
+            params.append(piece[2:])
+        else:
+            yield [Option("):\n", False)]
+        yield from self._body(params)
+        yield [Option(f" {name.strip()}(", False)]
+        yield from arguments_plan([arguments(param) for param in params])
+
+    def _body(self, params: list[str]) -> Plan:
+        """The body's lines; ends having taken ``call`` (the trailing call line's first word)."""
+        scopes: list[list[str]] = [[]]  # loop variables of each open block; scopes[d - 1] holds depth d's
+        loops: list[bool] = [False]  # whether each open block is (inside) a for loop
+        opened, lines = True, 0  # the previous line opened a block (the header opens the body)
+        while True:
+            depth = len(scopes)
+            left = self.max_body_lines - lines
+            starts: dict[str, tuple[str, int]] = {}
+            for d in ([depth] if opened else range(1, depth + 1)) if left else ():
+                variables = [v for scope in scopes[:d] for v in scope]
+                for head in self._heads(variables, in_loop=loops[d - 1], can_open=left > 1 and d < self.max_depth):
+                    starts[f"{INDENT * d}{head}"] = (head, d)
+            if not opened or not left:
+                starts["call"] = ("call", 0)
+            start = yield _options(starts)
+            head, d = starts[start]
+            if head == "call":
+                return
+            del scopes[d:], loops[d:]
+            variables = [v for scope in scopes for v in scope]
+            opened = head in ("for", "if")
+            if head == "for":
+                var = yield _options(f" {c[0]}" for c in self.collections if c[0] not in variables)
+                yield [Option(" in", False)]
+                yield _options(f" {c}:\n" for c in self.collections if c[0] == var.strip())
+                scopes.append([var.strip()])
+                loops.append(True)
+            elif head == "if":
+                values = [*params, *variables]
+                needle = yield _options(
+                    [*(f' "{t}"' for t in self.observation_tests), *(f' "{{{p}}}"' for p in values),
+                     *(f' " {{{p}}} "' for p in params)]  # fmt: skip
+                )
+                yield _options([" in", " not in"])
+                haystacks = [" observation:\n"]
+                if needle.startswith(' " {'):  # " {param} " in " {loopvar} ": is this entity of the named type?
+                    haystacks += [f' " {{{v}}} ":\n' for v in variables]
+                yield _options(haystacks)
+                scopes.append([])
+                loops.append(loops[-1])
+            elif head not in ("return\n", "break\n"):
+                yield from self._command(head, [*params, *variables])
+            lines += 1
+
+    def _heads(self, variables: list[str], *, in_loop: bool, can_open: bool) -> list[str]:
+        """First words of the statements allowed at a depth (a command shape's fixed text up to its first slot)."""
+        heads = [_head(shape) for shape in self.command_shapes]
+        if can_open:
+            heads += ["if"] + (["for"] if any(c[0] not in variables for c in self.collections) else [])
+        heads.append("return\n")
+        if in_loop:
+            heads.append("break\n")
+        return list(dict.fromkeys(heads))
+
+    def _command(self, head: str, values: list[str]) -> Plan:
+        """The rest of a command line after ``head``: each slot a `` {value}``, then the shape's next text."""
+        alive = [_pieces(shape) for shape in self.command_shapes if _head(shape) == head]
+        for i in range(max(len(p) for p in alive)):
+            if alive[0][i] is _SLOT:  # shapes of one head share their slots until their texts differ
+                yield _options(f" {{{v}}}" for v in values)
+                continue
+            text = yield _options(p[i] for p in alive)
+            alive = [p for p in alive if p[i] == text]
+            if text.endswith("\n"):
+                return
+
+
+_SLOT = object()
+
+
+def _head(shape: str) -> str:
+    """A command shape's first words: its text up to the first slot (``take`` of ``take {} from {}``)."""
+    return shape.split("{}", 1)[0].rstrip()
+
+
+def _pieces(shape: str) -> list[object]:
+    """What follows a shape's head: ``_SLOT`` per slot and the texts between (`` from``), ending in a newline."""
+    texts = shape.split("{}")
+    pieces: list[object] = []
+    for i, text in enumerate(texts[1:]):
+        pieces.append(_SLOT)
+        last = i == len(texts) - 2
+        if text.strip() or last:
+            pieces.append(text.rstrip() + "\n" if last else text.rstrip())
+    return pieces or ["\n"]
+
+
+def _options(texts: Sequence[str] | dict | object) -> list[Option]:
+    """Non-ending options of one choice, in order, without duplicates."""
+    return [Option(text, False) for text in dict.fromkeys(texts)]

@@ -1,0 +1,110 @@
+import random
+import re
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sage_agents.policy import LLMPolicy, completion_logprobs
+from sage_agents.skill_grammar import INDENT, SkillGrammar
+from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+from sage_envs.skills.dsl import parse_call, parse_definition
+
+TEMPLATES = [skill_definition(name) for name in SKILLS]
+GRAMMAR = SkillGrammar.from_definitions(TEMPLATES)
+
+
+def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p]) -> str:
+    """A definition + call sampled uniformly at every choice of the grammar's plan (the turn took ``skill``)."""
+    plan, text = grammar.plan(values), "skill"
+    options = next(plan)
+    while True:
+        option = rng.choice(options)
+        text += option.text
+        if option.ends:
+            return text
+        options = plan.send(option.text)
+
+
+def test_the_vocabulary_is_read_from_the_example_definitions():
+    shapes = {"go to {}", "take {} from {}", "put {} in/on {}", "heat {} with {}", "use {}"}
+    assert shapes <= set(GRAMMAR.command_shapes)
+    assert GRAMMAR.collections == ("receptacles", "objects")
+    assert {"obj", "where", "place", "microwave"} <= set(GRAMMAR.param_names)
+    assert {"find", "take", "place", "then"} <= set(GRAMMAR.name_words)
+    assert set(GRAMMAR.observation_tests) == {"Nothing happens", "closed"}
+    assert not any("#" in shape or "{" in shape.replace("{}", "") for shape in GRAMMAR.command_shapes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_every_written_definition_parses_and_its_call_fits_it(rng):
+    text = walk(GRAMMAR, rng)
+    definition, call = text.rsplit("\ncall ", 1)
+    skill, trailing = parse_definition(definition)
+    assert not trailing
+    name, args = parse_call(f"call {call}")
+    assert name == skill.name and len(args) == len(skill.params) <= GRAMMAR.max_params
+    assert set(name.split("_")) <= set(GRAMMAR.name_words) and len(name.split("_")) <= GRAMMAR.max_name_words
+    body = definition.split("\n")[1:]
+    assert 1 <= len(body) <= GRAMMAR.max_body_lines
+    depth = max((len(line) - len(line.lstrip(" "))) // len(INDENT) for line in body)
+    assert depth <= GRAMMAR.max_depth
+    for line in body:  # every placeholder names a parameter or a loop variable
+        assert set(re.findall(r"\{(\w+)\}", line)) <= {*skill.params, "r", "o"}
+
+
+def test_limits_bound_the_body_and_a_block_always_has_a_statement():
+    short = SkillGrammar.from_definitions(TEMPLATES, max_body_lines=2, max_depth=2)
+    rng = random.Random(0)
+    for _ in range(200):
+        body = walk(short, rng).rsplit("\ncall ", 1)[0].split("\n")[1:]
+        assert 1 <= len(body) <= 2
+        assert not body[-1].strip().startswith(("for ", "if "))  # an opener is never the last line
+        assert all(len(line) - len(line.lstrip(" ")) <= 2 * len(INDENT) for line in body)
+
+
+def test_written_definitions_keep_the_tokens_of_their_whole_text(tiny):
+    _, tok = tiny
+    rng = random.Random(1)
+    for _ in range(50):  # the pieces split before spaces: their tokens are those SFT trains on the whole text
+        plan, pieces = GRAMMAR.plan(lambda p: [f"{p} 1"]), ["skill"]
+        options = next(plan)
+        while True:
+            option = rng.choice(options)
+            pieces.append(option.text)
+            if option.ends:
+                break
+            options = plan.send(option.text)
+        encode = lambda text: tok(text, add_special_tokens=False).input_ids  # noqa: E731
+        assert [t for piece in pieces for t in encode(piece)] == encode("".join(pieces))
+
+
+def test_a_policy_that_writes_skills_samples_parseable_definitions_with_exact_logprobs():
+    from sage_agents.models import build_tiny_model
+
+    model, tok = build_tiny_model(TEMPLATES, hidden=32, layers=2, heads=2, kv_heads=1)  # knows the skill words
+    policy = LLMPolicy(model, tok, constrained=True, skill_templates=TEMPLATES, write_skills=True)
+    obs = {"task": "put a clean apple in fridge", "observation": "You see a fridge 1 and a sinkbasin 1.", "skills": ""}
+    info = {"admissible_commands": ["go to fridge 1", "go to sinkbasin 1", "look"]}
+    torch.manual_seed(0)
+    outs = policy.act_batch([obs] * 24, [info] * 24, [[]] * 24)
+    written = [o for o in outs if o.action.kind == "define"]
+    assert written and all(o.text in info["admissible_commands"] for o in outs if o not in written)
+    for out in written:
+        parse_definition(out.text.rsplit("\ncall ", 1)[0])
+    logp, mask, _ = completion_logprobs(
+        model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], pad_id=tok.pad_token_id,
+        allowed=[o.allowed for o in outs],
+    )  # fmt: skip
+    for i, o in enumerate(outs):
+        n = len(o.completion_ids)
+        assert torch.allclose(logp[i, :n].detach(), torch.tensor(o.logprobs) * mask[i, :n], atol=1e-5)
+    assert "writes skill definitions" in policy.given
+
+
+def test_writing_skills_needs_example_definitions(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="skill_templates"):
+        LLMPolicy(model, tok, constrained=True, write_skills=True)
