@@ -117,6 +117,8 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
+    rl_save_every: int = 5
+    """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
     rl_lr: float = 2e-5
     """RL learning rate (calibration: <= 1e-4 or a tiny model collapses)."""
     beta: float = 0.04
@@ -170,7 +172,7 @@ class DemoConfig:
         if self.quick:
             quick = {
                 "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
-                "group_size": 2, "eval_chains": 3, "max_steps_per_task": 8, "workers": 1,
+                "group_size": 2, "eval_chains": 3, "max_steps_per_task": 8, "workers": 1, "rl_save_every": 1,
             }  # fmt: skip
             for name, value in quick.items():
                 setattr(self, name, value)
@@ -280,9 +282,9 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         skill_templates=skill_templates(cfg.expert_skills) if arm == "sage" else [],
         **cfg.prompt_kwargs, group_size=cfg.group_size,
-        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
-        output_dir=str(out / arm_label(cfg, arm, seed)), save_every=5, resume=True, micro_batch_size=32,
-        report_to=["jsonl"], **(reskill if arm == "reskill" else {}),
+        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
+        **(reskill if arm == "reskill" else {}),
     )  # fmt: skip
 
 
