@@ -2,19 +2,16 @@
 
     python benchmarks/eval_speed.py                                   # random tiny model, 8 chains, ~2 min
     python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 16 --batch-sizes 1 8 16
-    python benchmarks/eval_speed.py --model-path runs/demo/sage/checkpoints/step_0000006/model --skills program \
-        --batch-sizes 8 --prune off on                               # greedy candidate pruning off vs on
+    python benchmarks/eval_speed.py --model-path runs/demo/sage/checkpoints/step_0000006/model --skills program
 
 ``leaderboard.evaluate.evaluate`` plays the same generated ``valid_unseen`` chains of ``SageChain-ALFWorld-v0``
 with the ``policy`` agent (constrained decoding, the demo's prompt) once per batch size, in one process
 (``workers=1``). Batch size 1 calls ``act`` once per turn of one chain; batch size B keeps B chains in play and
-calls ``act_batch`` once per turn for all of them (one batched forward per decision), starting the next chain in
-an env as soon as its chain ends. ``--prune off on`` also compares ``LLMPolicy(prune_greedy=...)``: with it on, a
-skill-definition template is scored past its first tokens only when those can still beat the best whole
-candidate (the same greedy choices; what the skill prompt's turns cost depends on it). Without ``--model-path``
-the model is a randomly initialised tiny model of the demo's size, built offline (its chains run to the turn
-limit, so every batch stays full until the tail). ``--expert-skills`` offers the templates of a demo run with
-``DemoConfig.expert_skills`` set.
+calls ``act_batch`` once per turn for all of them (one batched ``generate``: a prefill, then one forward per
+token for the whole batch), starting the next chain in an env as soon as its chain ends. Without
+``--model-path`` the model is a randomly initialised tiny model of the demo's size, built offline (its chains run
+to the turn limit, so every batch stays full until the tail). ``--expert-skills`` offers the templates of a demo
+run with ``DemoConfig.expert_skills`` set.
 
 Columns: ``s`` = wall seconds of the evaluation; ``s/chain``; ``x`` = the first row's seconds / this row's seconds
 (how many times faster); ``same`` = chains whose actions equal those of the first row (left padding can round a
@@ -42,7 +39,6 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=8, help="valid_unseen chains per run")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 4, 8], help="runs to compare (first = 1)")
     parser.add_argument("--expert-skills", nargs="+", default=None, help="as DemoConfig.expert_skills (default all)")
-    parser.add_argument("--prune", choices=["on", "off"], nargs="+", default=["on"], help="LLMPolicy.prune_greedy")
     parser.add_argument("--skills", choices=["none", "program"], default="none", help="the env's skills mode")
     parser.add_argument("--max-steps-per-task", type=int, default=10, help="turn limit per task")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
@@ -63,26 +59,24 @@ def main() -> None:
         env_kwargs = {**demo.env_kwargs, "skills": args.skills, "max_steps_per_task": args.max_steps_per_task}
         rows, actions = [], {}
         for batch in args.batch_sizes:
-            for prune in args.prune:
-                config = EvalConfig(
-                    agent="policy", split="valid_unseen", num_chains=args.chains, output=f"{tmp}/b{batch}{prune}",
-                    agent_kwargs={**agent_kwargs, "prune_greedy": prune == "on"}, env_kwargs=env_kwargs,
-                    batch_size=batch,
-                )  # fmt: skip
-                start = time.perf_counter()
-                summary = evaluate(config)
-                seconds = time.perf_counter() - start
-                episodes = Path(config.output, f"{config.run_name}.episodes.jsonl").read_text().splitlines()
-                actions[batch, prune] = {(r["seed"], r["chain"]): r["actions"] for r in map(json.loads, episodes)}
-                rows.append((batch, prune, seconds, summary["n_chains"], summary["tgc"]))
-    reference = actions[rows[0][:2]]
+            config = EvalConfig(
+                agent="policy", split="valid_unseen", num_chains=args.chains, output=f"{tmp}/b{batch}",
+                agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, batch_size=batch,
+            )  # fmt: skip
+            start = time.perf_counter()
+            summary = evaluate(config)
+            seconds = time.perf_counter() - start
+            episodes = Path(config.output, f"{config.run_name}.episodes.jsonl").read_text().splitlines()
+            actions[batch] = {(r["seed"], r["chain"]): r["actions"] for r in map(json.loads, episodes)}
+            rows.append((batch, seconds, summary["n_chains"], summary["tgc"]))
+    reference = actions[rows[0][0]]
     model = args.model_path or "random tiny"
     print(f"policy agent, {args.chains} chains of valid_unseen, skills={args.skills}, model={model}")
-    print(f"{'batch':>5} {'prune':>5} {'s':>8} {'s/chain':>8} {'x':>6} {'same':>7} {'TGC':>6}")
-    for batch, prune, seconds, n, tgc in rows:
-        same = sum(actions[batch, prune][key] == reference[key] for key in reference)
-        speedup = rows[0][2] / seconds
-        print(f"{batch:>5} {prune:>5} {seconds:>8.1f} {seconds / n:>8.2f} {speedup:>6.2f} {same:>3}/{n:<3} {tgc:>6.2f}")
+    print(f"{'batch':>5} {'s':>8} {'s/chain':>8} {'x':>6} {'same':>7} {'TGC':>6}")
+    for batch, seconds, n, tgc in rows:
+        same = sum(actions[batch][key] == reference[key] for key in reference)
+        speedup = rows[0][1] / seconds
+        print(f"{batch:>5} {seconds:>8.1f} {seconds / n:>8.2f} {speedup:>6.2f} {same:>3}/{n:<3} {tgc:>6.2f}")
 
 
 if __name__ == "__main__":
