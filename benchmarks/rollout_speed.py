@@ -248,8 +248,9 @@ def part_b(args, model, tok, observations, infos) -> None:
              else "1.0", f"{same}/{g}"]
         )  # fmt: skip
     print(table(["constrained decoding", "s/call", "dec/s", "tokens", "forced", "batch x", "same"], rows))
-    examples = [c.action.text.splitlines()[0] for c in outputs["+ templates", "batch G"]][:3]
-    print(f"first actions with templates (batch G): {examples}")
+    actions = [c.action for c in outputs["+ templates", "batch G"]]
+    kinds = {kind: sum(a.kind == kind for a in actions) for kind in dict.fromkeys(a.kind for a in actions)}
+    print(f"actions with templates (batch G): {kinds}; first lines {[a.text.splitlines()[0] for a in actions]}")
 
 
 # ---------------------------------------------------------------------------------------------- main

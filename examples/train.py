@@ -6,13 +6,14 @@
 
 ``config`` is a ``TrainConfig`` (sage_agents/config.py; every field in docs/agents.md) at toy size; ``Trainer``
 plays ``--group-size`` rollouts of one train chain per step, computes the algorithm's rewards and advantages and
-updates the model. The model picks among the admissible commands (constrained decoding, prompts as in ``make
-demo``); GRPO plays plain commands, SAGE is also offered the expert's skill definitions as define+call candidates
-(its reward pays a task that reuses a skill of an earlier task), ReSkill sees guidance skills and creates and tests
-some once its reservoir holds a few episodes. By default the model is a 2-layer tiny model built here (no
-download): it acts at random and rarely completes a task in a few turns, and a group whose rollouts all fail has
-no advantage (``|advantage| 0``), so no gradient. The figures then say that the loop runs, not that it learns;
-start from a warm-started model (``--model-path``, ``make demo``'s SFT checkpoint) to see rewards move.
+updates the model. The model's action is generated token by token among the admissible commands (constrained
+decoding, prompts as in ``make demo``); GRPO plays plain commands, SAGE may also choose one of the expert's skill
+definitions by its name (the body follows, forced) and call it (its reward pays a task that reuses a skill of an
+earlier task), ReSkill sees guidance skills and creates and tests some once its reservoir holds a few episodes. By
+default the model is a 2-layer tiny model built here (no download): it acts at random and rarely completes a task
+in a few turns, and a group whose rollouts all fail has no advantage (``|advantage| 0``), so no gradient. The
+figures then say that the loop runs, not that it learns; start from a warm-started model (``--model-path``,
+``make demo``'s SFT checkpoint) to see rewards move.
 The trainer writes ``OUTPUT/metrics.jsonl`` and a checkpoint; this script prints each step's metrics from it.
 """
 

@@ -72,7 +72,8 @@ for split in "${splits[@]}"; do
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
   fi
 done
-# SAGE last: its skill prompt makes a turn ~10x dearer (templates and call arguments are scored; docs/agents.md).
+# SAGE last: its skill prompt makes a turn dearer (a chosen template's body is generated token by token;
+# docs/agents.md, "Evaluation speed").
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
   want sage && run --agent sage --label sage $split --workers "$WORKERS" \

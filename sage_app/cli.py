@@ -166,7 +166,7 @@ def evaluate(
     env_id: Annotated[str, typer.Option(help="Gymnasium id.")] = "SageChain-ALFWorld-v0",
     split: Annotated[str, typer.Option(help="Env split.")] = "valid_seen",
     num_chains: Annotated[int, typer.Option(help="Chains 0..N-1 are played once.")] = 10,
-    constrained: Annotated[bool, typer.Option(help="Score admissible commands + skill calls.")] = True,
+    constrained: Annotated[bool, typer.Option(help="Decode among admissible commands + skill calls.")] = True,
     env_kwargs: Annotated[str, typer.Option(help="JSON dict of gymnasium.make kwargs.")] = "{}",
     seed: Annotated[int, typer.Option(help="Reset seed base.")] = 0,
     history_turns: Annotated[

@@ -211,6 +211,22 @@ def test_every_metric_is_documented(tiny, tmp_path):
         assert f"`{field}`" in docs, field
 
 
+def test_the_trainconfig_table_names_no_removed_field():
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    table = docs.split("\n## TrainConfig\n", 1)[1].split("\n## ", 1)[0]
+    named = [
+        name
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`(\w+)`", line.split(" | ")[0])
+    ]
+    assert len(named) > 40  # the table was found and parsed
+    assert [name for name in named if name not in TrainConfig.__dataclass_fields__] == []
+
+
 def test_skill_bank_keeps_only_skills_the_reward_paid_for():
     from types import SimpleNamespace
 
