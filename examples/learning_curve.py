@@ -38,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
 
     demo = Path(args.demo_dir)
-    cfg = DemoConfig(**json.loads((demo / "demo_config.json").read_text()))
+    cfg = DemoConfig.load(demo / "demo_config.json")
     config = dataclasses.replace(
         arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", args.seed),
         output_dir=args.output, total_steps=args.steps, eval_every=args.eval_every, eval_split=args.eval_split,

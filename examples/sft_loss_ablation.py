@@ -18,7 +18,6 @@ import argparse
 import json
 import re
 import tempfile
-from pathlib import Path
 
 import gymnasium as gym
 import torch
@@ -59,7 +58,7 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=100, help="'open ...' pairs of the right-number measure")
     parser.add_argument("--config", help="a demo's demo_config.json (default: DemoConfig's defaults)")
     args = parser.parse_args()
-    cfg = DemoConfig(**json.loads(Path(args.config).read_text())) if args.config else DemoConfig()
+    cfg = DemoConfig.load(args.config) if args.config else DemoConfig()
     raw = [json.loads(line) for line in open(args.pairs)]
     held = [p for p in raw if p["completion"].startswith("open ") and "Skills:" not in p["prompt"]][: args.held]
     tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in raw])

@@ -20,7 +20,7 @@ want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # its agents.
 { read -r ENV; read -r PROMPT; read -r TEMPLATES; read -r BANK; } < <("$PY" -c 'import json, sys
 from sage_app.demo import DemoConfig, skill_templates
-cfg = DemoConfig(**json.load(open(sys.argv[1] + "/demo_config.json")))
+cfg = DemoConfig.load(sys.argv[1] + "/demo_config.json")
 print(json.dumps(cfg.env_kwargs)[1:-1])
 print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])
 print(json.dumps(skill_templates(cfg.expert_skills)))

@@ -253,9 +253,9 @@ class LLMPolicy:
         max_new_tokens: generation budget per turn (free generation).
         temperature: softmax temperature of the token distribution (sampling and log-probs).
         top_p: nucleus sampling threshold in free generation (1.0 = off; log-probs ignore it).
-        constrained: act by scoring candidates instead of free generation.
-        skill_calls: offer ``call NAME(args)`` candidates for library skills (constrained mode).
-        skill_templates: skill definitions offered as "define + call" candidates (constrained mode); a policy
+        constrained: act by constrained decoding (an admissible command or a skill call) instead of free generation.
+        skill_calls: allow ``call NAME(args)`` of library skills (constrained mode).
+        skill_templates: skill definitions allowed as "define + call" actions (constrained mode); a policy
             with templates shows :data:`NO_SKILLS_YET` as its Skills section while the library is empty.
         write_skills: instead of offering the templates whole, let the policy write its own definitions token
             by token under the skill DSL's grammar, with the vocabulary of the templates (their command shapes,
@@ -367,7 +367,7 @@ class LLMPolicy:
         *,
         greedy: bool = False,
     ) -> list[Completion]:
-        """One turn for each env of a batch: build the prompts, then generate or choose among candidates."""
+        """One turn for each env of a batch: build the prompts, then generate (free, or under each turn's plan)."""
         admissible = [list(info.get("admissible_commands", [])) for info in infos]
         prompts = [self.prompt(o, h, a) for o, h, a in zip(observations, histories, admissible, strict=True)]
         if not self.constrained:

@@ -21,7 +21,7 @@ class Turn:
     prompt_ids: list[int]
     """Prompt tokens (context: never in the loss)."""
     completion_ids: list[int]
-    """The policy's tokens (the only tokens in the loss)."""
+    """The policy's tokens (the only tokens in the loss, less those constrained decoding forced)."""
     logprobs: list[float]
     """Sampling-time log-probs of ``completion_ids``."""
     action: str

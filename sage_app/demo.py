@@ -41,6 +41,11 @@ ARM_COLORS = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}
 """Each arm's colour in the learning-curve plot (its extra seeds are drawn lighter)."""
 
 
+REMOVED_FIELDS = frozenset({"candidate_score", "template_headers"})
+"""DemoConfig fields of runs before token-level constrained decoding (commit a60884f): sequence-level candidate
+scoring settings, with no meaning for the current decoder."""
+
+
 @dataclass
 class DemoConfig:
     """Settings of :func:`run_demo`; each field is documented right below it."""
@@ -177,6 +182,16 @@ class DemoConfig:
             for name, value in quick.items():
                 setattr(self, name, value)
 
+    @classmethod
+    def load(cls, path: str | Path) -> DemoConfig:
+        """The settings a run saved (``demo_config.json``), earlier runs included.
+
+        Settings of the decoder that an earlier version had and this one does not (:data:`REMOVED_FIELDS`) are
+        dropped.
+        """
+        saved = json.loads(Path(path).read_text())
+        return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
+
     @property
     def prompt_kwargs(self) -> dict[str, Any]:
         """The prompt format and decoding options, the same in SFT data, RL and evaluation (LLMPolicy names)."""
@@ -195,7 +210,7 @@ class DemoConfig:
 
 # ---------------------------------------------------------------------------------------------- stages
 def skill_templates(names: Sequence[str] | None = None) -> list[str]:
-    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call candidates.
+    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call actions.
 
     ``names`` picks some of the expert's skills (None = all, in their order).
     """

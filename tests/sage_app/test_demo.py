@@ -1,6 +1,7 @@
 """The main job's pipeline (sage_app/demo.py): the --quick smoke run end to end, resume, the comparison."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +138,13 @@ def test_arms_must_hold_the_comparison():
     for arms in (["sage"], ["grpo", "sage", "ppo"], ["grpo", "sage", "sage"]):
         with pytest.raises(ValueError, match="must hold 'grpo' and 'sage'"):
             DemoConfig(arms=arms)
+
+
+def test_a_committed_run_from_before_token_level_decoding_still_loads():
+    from sage_app.demo import REMOVED_FIELDS
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo" / "demo_config.json"
+    saved = json.loads(path.read_text())
+    assert REMOVED_FIELDS & set(saved)  # the committed run has the candidate-scoring settings
+    cfg = DemoConfig.load(path)
+    assert cfg.seed == saved["seed"] and cfg.rl_steps == saved["rl_steps"]
