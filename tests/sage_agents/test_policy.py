@@ -160,6 +160,11 @@ def test_constrained_actions_are_commands_or_well_formed_calls_with_exact_logpro
         assert out.completion_ids[-1] == tok.eos_token_id and len(out.allowed) == len(out.completion_ids)
         assert all(t in a for t, a in zip(out.completion_ids, out.allowed, strict=True))
     assert {o.action.kind for o in outs} == {"command", "call"}  # sampling explores both
+    assert_trained_logprobs_are_the_sampled_ones(model, tok, outs)
+
+
+def assert_trained_logprobs_are_the_sampled_ones(model, tok, outs):
+    """The trainer's log-probs of constrained completions are those recorded at sampling; forced tokens: 0, masked."""
     logp, mask, _ = completion_logprobs(
         model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], pad_id=tok.pad_token_id,
         allowed=[o.allowed for o in outs],
@@ -168,7 +173,7 @@ def test_constrained_actions_are_commands_or_well_formed_calls_with_exact_logpro
         n = len(o.completion_ids)
         free = torch.tensor([len(a) > 1 for a in o.allowed])
         assert mask[i, :n].tolist() == free.float().tolist()  # forced tokens stay out of the loss
-        assert torch.allclose(logp[i, :n], torch.tensor(o.logprobs) * free, atol=1e-5)
+        assert torch.allclose(logp[i, :n].detach(), torch.tensor(o.logprobs) * free, atol=1e-5)
         assert all(lp == 0.0 for lp, f in zip(o.logprobs, free, strict=True) if not f)
 
 

@@ -6,10 +6,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sage_agents.policy import LLMPolicy, completion_logprobs
+from sage_agents.policy import LLMPolicy
 from sage_agents.skill_grammar import INDENT, SkillGrammar
 from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
 from sage_envs.skills.dsl import parse_call, parse_definition
+from tests.sage_agents.test_policy import assert_trained_logprobs_are_the_sampled_ones
 
 TEMPLATES = [skill_definition(name) for name in SKILLS]
 GRAMMAR = SkillGrammar.from_definitions(TEMPLATES)
@@ -94,13 +95,7 @@ def test_a_policy_that_writes_skills_samples_parseable_definitions_with_exact_lo
     assert written and all(o.text in info["admissible_commands"] for o in outs if o not in written)
     for out in written:
         parse_definition(out.text.rsplit("\ncall ", 1)[0])
-    logp, mask, _ = completion_logprobs(
-        model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], pad_id=tok.pad_token_id,
-        allowed=[o.allowed for o in outs],
-    )  # fmt: skip
-    for i, o in enumerate(outs):
-        n = len(o.completion_ids)
-        assert torch.allclose(logp[i, :n].detach(), torch.tensor(o.logprobs) * mask[i, :n], atol=1e-5)
+    assert_trained_logprobs_are_the_sampled_ones(model, tok, outs)
     assert "writes skill definitions" in policy.given
 
 
