@@ -58,10 +58,10 @@ class SkillGrammar:
     """Words in a skill name."""
     max_params: int = 3
     """Parameters of a skill."""
-    max_body_lines: int = 14
-    """Statements in a definition's body."""
-    max_depth: int = 3
-    """Nesting of ``for`` / ``if`` blocks (the body is depth 1)."""
+    max_body_lines: int = 16
+    """Statements in a definition's body (the expert's longest has 12)."""
+    max_depth: int = 6
+    """Depth of a statement, the body's first level being 1 (the expert's deepest, a ``return``, is at 6)."""
 
     @classmethod
     def from_definitions(cls, definitions: Sequence[str], **limits: int) -> SkillGrammar:
@@ -107,6 +107,25 @@ class SkillGrammar:
         yield from self._body(params)
         yield [Option(f" {name.strip()}(", False)]
         yield from arguments_plan([arguments(param) for param in params])
+
+    def accepts(self, text: str) -> bool:
+        """Whether :meth:`plan` can write ``text`` (a definition, comments and blank lines removed, + its call)."""
+        lines = [line.split("#", 1)[0].rstrip() for line in text.strip().splitlines()]
+        text = "\n".join(line for line in lines if line.strip())
+        call = text.rsplit("\ncall ", 1)[-1] if "\ncall " in text else ""
+        values = [v.strip() for v in call.partition("(")[2].rpartition(")")[0].split(",")]
+        plan, rest = self.plan(lambda _param, values=iter(values): [next(values, "")]), text.removeprefix("skill")
+        if rest == text:
+            return False
+        options = next(plan)
+        while True:
+            taken = [o for o in options if rest.startswith(o.text)]  # options are prefix-free: at most one
+            if not taken:
+                return False
+            rest = rest[len(taken[0].text) :]
+            if taken[0].ends:
+                return rest == ""
+            options = plan.send(taken[0].text)
 
     def _body(self, params: list[str]) -> Plan:
         """The body's lines; ends having taken ``call`` (the trailing call line's first word)."""

@@ -103,3 +103,15 @@ def test_writing_skills_needs_example_definitions(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="skill_templates"):
         LLMPolicy(model, tok, constrained=True, write_skills=True)
+
+
+def test_the_expert_definitions_are_ones_the_grammar_can_write():
+    for template in TEMPLATES:
+        header = template.split("\n", 1)[0]
+        name, params = header.removeprefix("skill ").split("(")[0], header.split("(")[1].split(")")[0].split(", ")
+        call = f"call {name}({', '.join(f'{p} 1' for p in params)})"
+        assert GRAMMAR.accepts(f"{template}\n{call}"), template
+        assert not GRAMMAR.accepts(f"{template}\n    look\n{call}")  # no `look` in the templates' commands
+        assert not GRAMMAR.accepts(f"{template}\ncall {name}()")  # one argument per parameter
+    rng = random.Random(2)
+    assert all(GRAMMAR.accepts(walk(GRAMMAR, rng)) for _ in range(50))
