@@ -299,6 +299,17 @@ class Trainer:
             totals = merge_counts([BatchCounts(*map(int, part)) for part in parts])
         return row_weights(lengths, cfg.loss_type, seq_ids, cfg.dr_grpo_max_len, totals) * self.world
 
+    def micro_batches(self, rows: Sequence[dict[str, Any]]) -> list[list[int]]:
+        """Row indices of each micro-batch of ``micro_batch_size``, rows taken in the order of their prompts.
+
+        The gradient is a sum over rows, so the order is free; in prompt order the rows of a micro-batch share a
+        long prompt prefix (a group's first turns are one prompt, its later turns share the task and the early
+        history), which :func:`completion_logprobs` runs once.
+        """
+        order = sorted(range(len(rows)), key=lambda i: rows[i]["prompt_ids"])
+        size = self.config.micro_batch_size
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
     def add_reference_logprobs(self, rows: list[dict[str, Any]]) -> None:
         """Set each row's ``ref_logp`` (T,): the reference model's log-probs, once per batch (not per PPO epoch)."""
         cfg = self.config
@@ -308,8 +319,8 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         with torch.no_grad(), switch_off:
-            for i in range(0, len(rows), cfg.micro_batch_size):
-                batch = rows[i : i + cfg.micro_batch_size]
+            for idx in self.micro_batches(rows):
+                batch = [rows[i] for i in idx]
                 logp, _, _ = completion_logprobs(
                     ref,
                     [r["prompt_ids"] for r in batch],
@@ -324,9 +335,8 @@ class Trainer:
 
     def accumulate_gradients(self, rows: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
         """Backward over ``rows`` in micro-batches; the summed gradient equals the full-batch gradient."""
-        cfg, acc = self.config, self.accelerator
-        size = cfg.micro_batch_size
-        micro = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
+        acc = self.accelerator
+        micro = self.micro_batches(rows)
         sums: dict[str, float] = {}
         for m, idx in enumerate(micro):
             sync = contextlib.nullcontext() if m == len(micro) - 1 else acc.no_sync(self.model)

@@ -12,6 +12,7 @@ from sage_agents.policy import (
     call_stubs,
     completion_logprobs,
     parse_action,
+    shared_prefix_length,
     skill_signatures,
     typed_options,
 )
@@ -134,6 +135,43 @@ def test_generation_logprobs_match_training_forward(tiny):
     for i, o in enumerate(outs):
         assert 1 <= len(o.completion_ids) <= 6 and mask[i].sum() == len(o.completion_ids)
         assert torch.allclose(logp[i, : len(o.logprobs)], torch.tensor(o.logprobs), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [[[1, 2, 3], [1, 2, 3]], [[1, 2, 3, 4], [1, 2, 9], [1, 2, 3]], [[5, 6], [7]], [[], [1, 2]], [[4, 4, 4]]],
+)
+def test_shared_prefix_length_is_the_common_prefix_less_one(prompts):
+    common = 0  # naive: the longest prefix every prompt starts with
+    while all(len(p) > common and p[common] == prompts[0][common] for p in prompts):
+        common += 1
+    assert shared_prefix_length(prompts) == max(0, min(common, min(map(len, prompts)) - 1))
+
+
+def test_a_shared_prompt_prefix_runs_once_with_the_same_logprobs_and_gradient(tiny):
+    model, tok = tiny
+    torch.manual_seed(0)
+    vocab = len(tok)
+    base = torch.randint(4, vocab, (60,)).tolist()
+    prompts = [base, base, base[:40] + [7, 8], base + [5, 6]]  # a group's prompt twice, one branching, one longer
+    completions = [torch.randint(4, vocab, (n,)).tolist() for n in (6, 2, 6, 4)]
+    mixed = [[c] if t % 2 else [c, 9] for t, c in enumerate(completions[3])]  # every other token forced
+    allowed = [None, [[c, 9] for c in completions[1]], None, mixed]
+    out = {}
+    for share in (False, True):
+        trained = copy.deepcopy(model).train()
+        logp, mask, entropy = completion_logprobs(
+            trained, prompts, completions, pad_id=tok.pad_token_id, with_entropy=True, allowed=allowed,
+            share_prefix=share,
+        )  # fmt: skip
+        (logp * torch.arange(1.0, 1.0 + logp.shape[1])).sum().backward()  # a loss that weighs every token
+        out[share] = logp.detach(), mask, entropy, torch.cat([p.grad.flatten() for p in trained.parameters()])
+    (logp0, mask0, ent0, grad0), (logp1, mask1, ent1, grad1) = out[False], out[True]
+    assert mask0.tolist() == mask1.tolist() and mask0[3, 1] == 0 and mask0[3, 0] == 1  # forced token left out
+    torch.testing.assert_close(logp1, logp0, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent1, ent0, atol=1e-5, rtol=0)
+    torch.testing.assert_close(grad1, grad0, atol=1e-5, rtol=1e-4)
+    assert grad0.abs().max() > 1e-3  # a gradient that could differ
 
 
 def test_batched_greedy_generation_equals_one_by_one(tiny):

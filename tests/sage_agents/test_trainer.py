@@ -166,6 +166,16 @@ def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), (a - b).abs().max() / a.abs().max()
 
 
+def test_micro_batches_hold_every_row_once_in_prompt_order(tiny, tmp_path):
+    trainer = make_trainer(tiny, tmp_path, micro_batch_size=3)
+    prompts = [[5, 1], [1, 2, 3], [5, 1], [1, 2], [0], [1, 2, 3], [5]]
+    micro = trainer.micro_batches([{"prompt_ids": p} for p in prompts])
+    order = [i for batch in micro for i in batch]
+    assert sorted(order) == list(range(len(prompts))) and [len(b) for b in micro] == [3, 3, 1]
+    assert [prompts[i] for i in order] == sorted(prompts)  # equal prompts side by side: their prefix runs once
+    assert order.index(1) + 1 == order.index(5) and order.index(0) + 1 == order.index(2)  # stable among equals
+
+
 def test_kl_clipping_epochs_and_loss_variants_run(tiny, tmp_path):
     trainer = make_trainer(
         tiny,
