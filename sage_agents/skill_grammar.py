@@ -113,8 +113,8 @@ class SkillGrammar:
         lines = [line.split("#", 1)[0].rstrip() for line in text.strip().splitlines()]
         text = "\n".join(line for line in lines if line.strip())
         call = text.rsplit("\ncall ", 1)[-1] if "\ncall " in text else ""
-        values = [v.strip() for v in call.partition("(")[2].rpartition(")")[0].split(",")]
-        plan, rest = self.plan(lambda _param, values=iter(values): [next(values, "")]), text.removeprefix("skill")
+        values = iter(v.strip() for v in call.partition("(")[2].rpartition(")")[0].split(","))
+        plan, rest = self.plan(lambda _param: [next(values, "")]), text.removeprefix("skill")
         if rest == text:
             return False
         options = next(plan)

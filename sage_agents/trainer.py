@@ -16,10 +16,9 @@ version and, after (4), the controller tracks the versions' outcomes, decides te
 
 Library parts: ``accelerate`` (devices, DDP / FSDP / DeepSpeed, autocast ``mixed_precision``, ``save_state`` /
 ``load_state``), ``peft`` (LoRA), ``transformers.get_scheduler`` (warm-up). Weights are kept in ``dtype``
-(float32 master weights by default, whatever the checkpoint's dtype). The free-generation loop stays hand-written
-(:meth:`sage_agents.policy.LLMPolicy.generate`): it returns the sampling log-probs of the training distribution
-``log_softmax(logits / temperature)`` (``generate``'s scores are after top-p masking), and constrained decoding,
-the path a small model trains on, scores candidates with a shared prompt cache that ``generate`` has no mode for.
+(float32 master weights by default, whatever the checkpoint's dtype). Rollouts generate with
+``transformers``' ``generate`` (:mod:`sage_agents.decoding`: free, or constrained through
+``prefix_allowed_tokens_fn``), recording log-probs of the distribution each token was drawn from.
 """
 
 from __future__ import annotations
