@@ -3,7 +3,7 @@
 # checkpoints, and the prompted `react` and `memory` agents on that same SFT model, on generated valid_seen /
 # valid_unseen (100 chains) and, when the data is present, official valid_seen (all 99 chains). Run `make demo`
 # first (DEMO=its --output-dir). Same protocol as run_baselines.sh (the demo's chains: 2 tasks, 30 turns per
-# task); the prompt options and SAGE's templates are the demo run's own (its demo_config.json). The demo's own
+# task); the prompt options and SAGE's skill options are the demo run's own (its demo_config.json). The demo's own
 # valid_unseen episodes are copied in first: entries with the same settings resume from them instead of replaying
 # (the evaluator keeps only episodes whose config hash matches). `memory` learns while it is evaluated, so it runs
 # in one process: its results then do not depend on how chains are spread over workers.
@@ -15,15 +15,15 @@ WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
-# The demo run's protocol and prompt options as JSON members (without braces) and its skill templates as a JSON
-# list, read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that run evaluated
-# its agents.
-{ read -r ENV; read -r PROMPT; read -r TEMPLATES; read -r BANK; } < <("$PY" -c 'import json, sys
-from sage_app.demo import DemoConfig, skill_templates
+# The demo run's protocol, prompt options and SAGE's skill options (templates, write_skills) as JSON members
+# (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that
+# run evaluated its agents.
+{ read -r ENV; read -r PROMPT; read -r SAGE_KWARGS; read -r BANK; } < <("$PY" -c 'import json, sys
+from sage_app.demo import DemoConfig
 cfg = DemoConfig.load(sys.argv[1] + "/demo_config.json")
 print(json.dumps(cfg.env_kwargs)[1:-1])
 print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])
-print(json.dumps(skill_templates(cfg.expert_skills)))
+print(json.dumps(cfg.sage_kwargs)[1:-1])
 print(int(cfg.sage_eval_bank))' "$DEMO")
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
@@ -78,7 +78,7 @@ for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
   want sage && run --agent sage --label sage $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"program\"}" \
-      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS\"skill_templates\": $TEMPLATES, $PROMPT}"
+      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
 done
 "$PY" -m leaderboard.render
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -143,6 +143,12 @@ class DemoConfig:
     reskill_min_test_episodes: int = 50
     """Episodes (both arms of the test) before a ReSkill decision (ReSkill: 50)."""
 
+    sage_writes_skills: bool = True
+    """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
+    the vocabulary of the expert's definitions), and its SFT data holds the expert's definitions under varied
+    names and parameter orders without comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
+    definitions are a menu SAGE picks from (its only way before issue 20)."""
+
     # ------------------------------------------------------------------ evaluation
     sage_eval_bank: bool = False
     """Start SAGE's evaluation chains from its skill bank (the skills its reward paid for in training) instead of
@@ -193,6 +199,11 @@ class DemoConfig:
         return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
 
     @property
+    def sage_kwargs(self) -> dict[str, Any]:
+        """The SAGE arm's skill options (LLMPolicy names), the same in SFT data, RL and evaluation."""
+        return {"skill_templates": skill_templates(self.expert_skills), "write_skills": self.sage_writes_skills}
+
+    @property
     def prompt_kwargs(self) -> dict[str, Any]:
         """The prompt format and decoding options, the same in SFT data, RL and evaluation (LLMPolicy names)."""
         return {
@@ -237,10 +248,11 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     pairs = []
     for skills in ("program", "none"):
         # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
-        templates = skill_templates(cfg.expert_skills) if skills == "program" else []
-        prompter = LLMPolicy(model, tokenizer, skill_templates=templates, **cfg.prompt_kwargs)
+        sage = cfg.sage_kwargs if skills == "program" else {}
+        prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
-        expert = AlfworldExpert(use_skills=skills != "none", skills=cfg.expert_skills)
+        vary = cfg.seed if sage.get("write_skills") else None  # definitions the policy writes: varied examples
+        expert = AlfworldExpert(use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary)
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed)
         env.close()
@@ -295,8 +307,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
                "reskill_min_test_episodes": cfg.reskill_min_test_episodes}  # fmt: skip
     return TrainConfig(
         algo=arm, env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
-        skill_templates=skill_templates(cfg.expert_skills) if arm == "sage" else [],
-        **cfg.prompt_kwargs, group_size=cfg.group_size,
+        **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
         **(reskill if arm == "reskill" else {}),
@@ -337,7 +348,7 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
         arm = arm_of(label)
         kwargs = {"model_path": str(checkpoint / "model"), **policy}
         if arm == "sage":
-            kwargs["skill_templates"] = skill_templates(cfg.expert_skills)
+            kwargs.update(cfg.sage_kwargs)
             if cfg.sage_eval_bank and (checkpoint / "skill_library").is_dir():
                 kwargs["skills_path"] = str(checkpoint / "skill_library")
         if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():  # the versions it accepted, shown as trained

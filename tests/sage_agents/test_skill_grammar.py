@@ -115,3 +115,29 @@ def test_the_expert_definitions_are_ones_the_grammar_can_write():
         assert not GRAMMAR.accepts(f"{template}\ncall {name}()")  # one argument per parameter
     rng = random.Random(2)
     assert all(GRAMMAR.accepts(walk(GRAMMAR, rng)) for _ in range(50))
+
+
+def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write():
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="program", max_steps_per_task=30)
+    expert, written, solved, tasks = AlfworldExpert(vary_definitions=0), [], 0, 0
+    for chain in range(12):
+        expert.reset()
+        obs, info = env.reset(seed=chain, options={"chain": chain})
+        while True:
+            action = expert.act(obs, info)
+            written += [action] if action.startswith("skill ") else []
+            obs, _, terminated, truncated, info = env.step(action)
+            if info["new_task"] or terminated or truncated:
+                tasks, solved = tasks + 1, solved + bool(info["task_success"])
+            if terminated or truncated:
+                break
+    env.close()
+    assert solved == tasks == 24  # varying names and parameter orders keeps every task solved
+    assert all(GRAMMAR.accepts(text) and "#" not in text for text in written)
+    headers = {text.split("\n", 1)[0] for text in written}
+    assert len(headers) > len(SKILLS) and not headers <= {t.split("\n", 1)[0] for t in TEMPLATES}

@@ -117,7 +117,7 @@ def test_sage_is_evaluated_from_an_empty_library_unless_the_bank_is_asked_for(tm
     assert list(entries) == LABELS
     agent, kwargs, env_kwargs = entries["sage"]
     assert agent == "sage" and env_kwargs["skills"] == "program" and "skills_path" not in kwargs
-    assert kwargs["typed_arguments"] and kwargs["skill_templates"]
+    assert kwargs["typed_arguments"] and kwargs["skill_templates"] and kwargs["write_skills"]
     banked = agent_entries(DemoConfig(sage_eval_bank=True), tmp_path / "sft", arms)["sage"][1]
     assert banked["skills_path"] == str(checkpoint / "skill_library")
 

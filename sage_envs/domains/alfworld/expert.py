@@ -12,6 +12,7 @@ skill is parameterised by object and place, so the tasks of one household reuse 
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,26 @@ SKILLS = {
 }
 """The expert's skill programs; ``PUT`` becomes the game's put command, with the other form as fallback."""
 _PUT_FORMS = {"put": "put {obj} in/on {place}", "move": "move {obj} to {place}"}
+
+
+NAME_VARIANTS = {
+    "find_and_take": ("find_and_take", "find_take", "take_and_find", "find"),
+    "place_in": ("place_in", "place", "in_place"),
+    "heat_then_place": ("heat_then_place", "heat_and_place", "heat_place", "heat"),
+    "cool_then_place": ("cool_then_place", "cool_and_place", "cool_place", "cool"),
+    "clean_then_place": ("clean_then_place", "clean_and_place", "clean_place", "clean"),
+    "use_lamp": ("use_lamp", "use", "lamp"),
+}
+"""Names a varying expert gives each of its skills (words of the skills' own names, so a policy that writes
+skills with the vocabulary of :data:`SKILLS` can write them too)."""
+
+
+def skill_variant(name: str, rename: str, order: Sequence[int], put_form: str = "move") -> str:
+    """:func:`skill_definition` of ``name`` called ``rename``, its parameters in ``order``, without comments."""
+    lines = skill_definition(name, put_form).split("\n")
+    params = lines[0].split("(", 1)[1].split(")", 1)[0].split(", ")
+    header = f"skill {rename}({', '.join(params[i] for i in order)}):"
+    return "\n".join([header] + [line for line in lines[1:] if not line.strip().startswith("#")])
 
 
 def skill_definition(name: str, put_form: str = "move") -> str:
@@ -259,7 +280,9 @@ class AlfworldExpert:
     Whenever a skill cannot be used (skills disabled, a failing call), it carries on with plain commands.
     """
 
-    def __init__(self, use_skills: bool = True, skills: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, use_skills: bool = True, skills: Sequence[str] | None = None, vary_definitions: int | None = None
+    ) -> None:
         """Create the agent.
 
         Args:
@@ -267,12 +290,16 @@ class AlfworldExpert:
                 env requires with ``skills="none"``.
             skills: the names of :data:`SKILLS` it may use (None = all); the stages of a left-out skill are
                 played with plain commands (e.g. only the ``*_then_place`` skills: search with commands).
+            vary_definitions: a seed: each chain then gives every skill one of its :data:`NAME_VARIANTS` and a
+                random parameter order, and writes definitions without comment lines (:func:`skill_variant`), so
+                that expert data holds varied definitions; None = the canonical definitions, with comments.
         """
         unknown = sorted(set(skills or ()) - set(SKILLS))
         if unknown:
             raise ValueError(f"unknown expert skills {unknown}; choose among {sorted(SKILLS)}")
         self.use_skills = use_skills
         self.skills = frozenset(SKILLS if skills is None else skills)
+        self._rng = random.Random(vary_definitions) if vary_definitions is not None else None
         self.reset()
 
     def reset(self) -> None:
@@ -280,6 +307,14 @@ class AlfworldExpert:
         self._skills_off = not self.use_skills
         self._put_form = ""  # "put" or "move", once an admissible command shows the game's form
         self._broken: set[str] = set()  # skills that failed to define or run in this chain
+        self._variants: dict[str, tuple[str, tuple[int, ...]]] = {}  # skill -> (its name, parameter order) here
+        if self._rng is not None:
+            for name in sorted(self.skills):
+                taken = {rename for rename, _ in self._variants.values()}
+                rename = self._rng.choice([n for n in NAME_VARIANTS[name] if n not in taken] or [name])
+                order = list(range(SKILLS[name].split("\n", 1)[0].count(",") + 1))
+                self._rng.shuffle(order)
+                self._variants[name] = (rename, tuple(order))
         self._start_task("", "")
 
     def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
@@ -324,7 +359,7 @@ class AlfworldExpert:
             if "disabled" in message:
                 self._skills_off = True
             else:
-                self._broken.add(self._skill_name(self._last_action))
+                self._broken.add(self._call[0])
         elif not self._call_reached_its_goal():
             # A valid call that left the task where it should not (e.g. a sink that cannot clean): calling again
             # would repeat it, so the rest of the task is planned with commands from what the trace showed.
@@ -357,10 +392,6 @@ class AlfworldExpert:
                 self._put_form = "move"
             elif command.startswith("put ") and " in/on " in command:
                 self._put_form = "put"
-
-    @staticmethod
-    def _skill_name(action: str) -> str:
-        return re.split(r"[\s(]", action.split(None, 1)[1], maxsplit=1)[0] if " " in action else ""
 
     # ------------------------------------------------------------------ planning
     def _search_order(self, kind: str, exclude: Sequence[str]) -> list[str]:
@@ -512,9 +543,10 @@ class AlfworldExpert:
             return None
         self._tried.add(attempt)
         self._call = (name, args)
-        call = f"call {name}({', '.join(args)})"
+        rename, order = self._variants.get(name, (name, tuple(range(len(args)))))
+        call = f"call {rename}({', '.join(args[i] for i in order)})"
         library = {entry.get("name") for entry in info.get("skill_library", [])}
-        if name in library:
+        if rename in library:
             return call
         return f"{self._definition(name)}\n{call}"
 
@@ -529,4 +561,6 @@ class AlfworldExpert:
 
     def _definition(self, name: str) -> str:
         """The definition text; the put line uses the game's form first and the other form as fallback."""
+        if name in self._variants:
+            return skill_variant(name, *self._variants[name], self._put_form or "move")
         return skill_definition(name, self._put_form or "move")
