@@ -283,3 +283,13 @@ def test_reskill_within_step_reads_a_lifecycle_log(tmp_path, monkeypatch, capsys
     assert v1.startswith("v1: new 6/8, old 0/8; within steps 6 successes vs 3.0 expected, P(>= 6) = ")
     assert total.startswith("all tests: new 6/8, old 0/8;")
     assert float(v1.rsplit(" ", 1)[1]) < 0.05  # 6 of 6 successes on the new arm twice by chance: (1/14)^2
+
+
+def test_written_skills_counts_the_definitions_a_sage_policy_writes(toy_demo, monkeypatch, capsys):
+    argv = [str(toy_demo), "--model", str(toy_demo / "sft" / "model"), "--chains", "2", "--batch", "2"]
+    out = run_main("written_skills", argv, monkeypatch, capsys)
+    written, chains, headers = map(int, re.search(r"(\d+) definitions written in (\d+) sampled train chains, "
+                                                  r"(\d+) distinct headers", out).groups())  # fmt: skip
+    new, total = map(int, re.search(r"new \(not verbatim any of the \d+ SFT definitions\): (\d+) of (\d+)",
+                                    out).groups())  # fmt: skip
+    assert chains == 2 and total == written and new <= written and headers <= written
