@@ -30,17 +30,19 @@ SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
 if [ "$BANK" = 1 ] && [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
 # RESKILL=<the output_dir of a `sage train --algo reskill` run> adds its last checkpoint as `reskill`, acting with
-# the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted.
+# the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted, and as
+# `reskill-weights` without that library (every chain starts with none), to separate the weights from the guidance.
 if [ -n "${RESKILL:-}" ]; then
   RESKILL_CKPT=$RESKILL/checkpoints/$(cat "$RESKILL/checkpoints/latest")
-  read -r RESKILL_SKILLS RESKILL_AGENT < <("$PY" -c 'import json, os, sys
+  { read -r RESKILL_SKILLS; read -r RESKILL_AGENT; read -r RESKILL_WEIGHTS; } < <("$PY" -c 'import json, os, sys
 from sage_agents.config import TrainConfig
 ckpt = sys.argv[1]
 cfg = TrainConfig.from_dict(json.load(open(os.path.join(ckpt, "trainer_state.json")))["config"])
-agent = {"model_path": os.path.join(ckpt, "model"), **cfg.policy_kwargs}
+weights = {"model_path": os.path.join(ckpt, "model"), **cfg.policy_kwargs}
+agent = dict(weights)
 if os.path.isdir(os.path.join(ckpt, "reskill_library")):
     agent["skills_path"] = os.path.join(ckpt, "reskill_library")
-print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent))' "$RESKILL_CKPT")
+print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent), json.dumps(weights), sep="\n")' "$RESKILL_CKPT")
 fi
 mkdir -p leaderboard/results
 for label in sft grpo sage; do
@@ -70,6 +72,9 @@ for split in "${splits[@]}"; do
   if want reskill && [ -n "${RESKILL:-}" ]; then
     run --agent reskill --label reskill $split --workers "$WORKERS" \
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
+    # The same weights without the library it accepted: what RL taught the weights, apart from the guidance.
+    run --agent reskill --label reskill-weights $split --workers "$WORKERS" \
+        --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_WEIGHTS"
   fi
 done
 # SAGE last: its skill prompt makes a turn dearer (a chosen template's body is generated token by token;

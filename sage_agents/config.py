@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,11 @@ REPORTERS = ("jsonl", "tensorboard")
 BACKENDS = ("native", "trl")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
+REMOVED_FIELDS = {
+    "candidate_score": "candidate scoring gave way to token-level constrained decoding at a60884f",
+    "template_headers": "a template's body is forced once its name is chosen since a60884f",
+}
+"""Fields of earlier versions, each with why it went; :meth:`TrainConfig.from_dict` drops them with a warning."""
 
 
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
@@ -344,8 +350,19 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Build a config from :meth:`to_dict` output; unknown keys raise with the known names."""
+        """Build a config from :meth:`to_dict` output; unknown keys raise with the known names.
+
+        Fields of earlier versions that no longer exist (:data:`REMOVED_FIELDS`, e.g. in a checkpoint's
+        ``trainer_state.json``) are dropped with a warning, so earlier runs stay readable.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
+        removed = sorted(set(data) & REMOVED_FIELDS.keys())
+        if removed:
+            warnings.warn(
+                f"TrainConfig fields {removed} were removed ({'; '.join(REMOVED_FIELDS[k] for k in removed)}); "
+                "ignored.", stacklevel=2
+            )
+            data = {k: v for k, v in data.items() if k not in REMOVED_FIELDS}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown TrainConfig fields {sorted(unknown)}; known fields: {sorted(known)}.")

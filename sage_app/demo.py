@@ -41,11 +41,6 @@ ARM_COLORS = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}
 """Each arm's colour in the learning-curve plot (its extra seeds are drawn lighter)."""
 
 
-REMOVED_FIELDS = frozenset({"candidate_score", "template_headers"})
-"""DemoConfig fields of runs before token-level constrained decoding (commit a60884f): sequence-level candidate
-scoring settings, with no meaning for the current decoder."""
-
-
 @dataclass
 class DemoConfig:
     """Settings of :func:`run_demo`; each field is documented right below it."""
@@ -192,9 +187,11 @@ class DemoConfig:
     def load(cls, path: str | Path) -> DemoConfig:
         """The settings a run saved (``demo_config.json``), earlier runs included.
 
-        Settings of the decoder that an earlier version had and this one does not (:data:`REMOVED_FIELDS`) are
-        dropped.
+        Settings of the decoder that an earlier version had and this one does not
+        (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped.
         """
+        from sage_agents.config import REMOVED_FIELDS
+
         saved = json.loads(Path(path).read_text())
         return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
 

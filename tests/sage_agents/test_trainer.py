@@ -260,3 +260,12 @@ def test_skill_bank_keeps_only_skills_the_reward_paid_for():
     assert trainer.skill_bank.names() == ["kept"] and trainer.skill_bank.get("kept").uses == 0
     Trainer.bank_skills(trainer, [paid, failed_reuser, never_reused])  # the same definition again: no new version
     assert len(trainer.skill_bank.history("kept")) == 1
+
+
+def test_a_config_saved_before_token_level_decoding_still_loads_with_a_warning(tmp_path):
+    saved = {**TrainConfig(output_dir=str(tmp_path)).to_dict(), "candidate_score": "mean", "template_headers": True}
+    with pytest.warns(UserWarning, match="candidate_score"):
+        config = TrainConfig.from_dict(saved)
+    assert config.output_dir == str(tmp_path)
+    with pytest.raises(ConfigError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({**config.to_dict(), "candidate_scor": "mean"})  # a typo still fails

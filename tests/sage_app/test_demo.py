@@ -141,10 +141,10 @@ def test_arms_must_hold_the_comparison():
 
 
 def test_a_committed_run_from_before_token_level_decoding_still_loads():
-    from sage_app.demo import REMOVED_FIELDS
+    from sage_agents.config import REMOVED_FIELDS
 
     path = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo" / "demo_config.json"
     saved = json.loads(path.read_text())
-    assert REMOVED_FIELDS & set(saved)  # the committed run has the candidate-scoring settings
+    assert REMOVED_FIELDS.keys() & set(saved)  # the committed run has the candidate-scoring settings
     cfg = DemoConfig.load(path)
     assert cfg.seed == saved["seed"] and cfg.rl_steps == saved["rl_steps"]
