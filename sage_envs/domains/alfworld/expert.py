@@ -12,12 +12,12 @@ skill is parameterised by object and place, so the tasks of one household reuse 
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from alfworld.gen import constants
 
 from sage_envs.domains.alfworld.textworld_engine import opening_receptacles, split_listing
@@ -299,7 +299,7 @@ class AlfworldExpert:
             raise ValueError(f"unknown expert skills {unknown}; choose among {sorted(SKILLS)}")
         self.use_skills = use_skills
         self.skills = frozenset(SKILLS if skills is None else skills)
-        self._rng = random.Random(vary_definitions) if vary_definitions is not None else None
+        self._rng = np.random.default_rng(vary_definitions) if vary_definitions is not None else None
         self.reset()
 
     def reset(self) -> None:
@@ -311,10 +311,10 @@ class AlfworldExpert:
         if self._rng is not None:
             for name in sorted(self.skills):
                 taken = {rename for rename, _ in self._variants.values()}
-                rename = self._rng.choice([n for n in NAME_VARIANTS[name] if n not in taken] or [name])
-                order = list(range(SKILLS[name].split("\n", 1)[0].count(",") + 1))
-                self._rng.shuffle(order)
-                self._variants[name] = (rename, tuple(order))
+                names = [n for n in NAME_VARIANTS[name] if n not in taken] or [name]
+                rename = names[int(self._rng.integers(len(names)))]
+                order = self._rng.permutation(SKILLS[name].split("\n", 1)[0].count(",") + 1)
+                self._variants[name] = (rename, tuple(int(i) for i in order))
         self._start_task("", "")
 
     def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
