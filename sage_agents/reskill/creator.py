@@ -342,7 +342,8 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
 
     Returns:
         ``{"name", "description", "when", "action", "example", "triggers": [(trigger, pattern), ...]}``; the
-        triggers are tried in order until one verifies.
+        triggers are tried in order until one verifies; ``when`` is the text for a ``general`` or ``beginning``
+        trigger (:meth:`RuleCreator.author` writes "Right after you '...'" for an ``action_pattern``).
     """
     a, good = rates.assertion, rates.contrast >= 0
     p = a.params
@@ -357,9 +358,6 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     def after(key: str | None) -> list[tuple[str, str]]:
         return [("action_pattern", key_pattern(key))] if key else []
 
-    def when(key: str | None, default: str) -> str:  # the author says "Right after ..." for an action trigger
-        return default
-
     situation = _before_turns(sources)  # the key just before the diagnosed turns
     if a.check in ("action_exists", "action_not_exists"):
         word = pattern_words(p["pattern"])
@@ -370,7 +368,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
             return {
                 "name": f"use_{_slug(word)}",
                 "description": f"Successful episodes use '{word}'.",
-                "when": when(pre, "When the task needs it."),
+                "when": "When the task needs it.",
                 "action": f"Next, {_do(word, example)}: successes use '{word}' {stats}.",
                 "example": "",
                 "triggers": [*after(pre), beginning, general],
@@ -379,7 +377,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": f"avoid_{_slug(word)}",
             "description": f"Failed episodes use '{word}'.",
-            "when": when(situation, "Before choosing an action."),
+            "when": "Before choosing an action.",
             "action": f"Do not '{word}' now; {_do(instead, example)} instead: '{word}' goes with failure {stats}.",
             "example": f"Don't: {_example(losses, p['pattern'])}" if _example(losses, p["pattern"]) else "",
             "triggers": [*after(situation), general],
@@ -391,7 +389,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
             return {
                 "name": _slug(f"{first}_before_{second}"),
                 "description": f"Order: '{first}' before '{second}'.",
-                "when": when(situation, f"Before you '{second}'."),
+                "when": f"Before you '{second}'.",
                 "action": f"Before you '{second}', {_do(first, example)} first {stats}.",
                 "example": "",
                 "triggers": [*after(situation), *after(_predecessor(wins, p["second"])), beginning, general],
@@ -400,7 +398,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": _slug(f"{first}_only_after_{second}"),
             "description": f"Order: '{first}' only after '{second}'.",
-            "when": when(situation, f"Before you '{first}'."),
+            "when": f"Before you '{first}'.",
             "action": f"Do not '{first}' yet: {_do(second, example)} first {stats}.",
             "example": "",
             "triggers": [*after(situation), beginning, general],
@@ -410,7 +408,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": f"no_repeat_{_slug(situation)}" if situation else "no_repeats",
             "description": "Do not repeat the same action twice in a row.",
-            "when": when(situation, "After every action."),
+            "when": "After every action.",
             "action": f"Do not send the same command again: it has already been done; {_do(instead, example)} "
             f"instead {stats}.",
             "example": "",
@@ -424,7 +422,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
             return {
                 "name": f"not_done_after_{_slug(word)}",
                 "description": f"Failed episodes end with '{word}'.",
-                "when": when(situation, "Before choosing an action."),
+                "when": "Before choosing an action.",
                 "action": f"Ending on '{word}' goes with failure {stats}: the task is not done yet; "
                 f"{_do(instead, done_example)}.",
                 "example": f"Not the end: {example}" if example else "",
@@ -435,7 +433,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": f"finish_with_{_slug(word)}",
             "description": f"Successful episodes end with '{word}'.",
-            "when": when(pre, "When you are ready to complete the task."),
+            "when": "When you are ready to complete the task.",
             "action": f"Complete the task: {_do(word, example)} {stats}.",
             "example": "",
             "triggers": [*after(pre), *after(situation), general],
@@ -462,7 +460,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": f"limit_{_slug(word)}",
             "description": f"Do not overuse '{word}'.",
-            "when": when(situation, f"After a '{word}' action."),
+            "when": f"After a '{word}' action.",
             "action": f"Use '{word}' at most {high} times per task; after that {_do(instead, example)} {stats}."
             if good
             else f"Do not hold back on '{word}' {stats}.",
@@ -476,7 +474,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         return {
             "name": f"watch_{_slug(phrase)}",
             "description": f"Observations with '{phrase}'.",
-            "when": when(pre, "When the task needs it."),
+            "when": "When the task needs it.",
             "action": f"{_do(maker, _example(wins, key_pattern(maker)) if maker else '').capitalize()}: it shows "
             f"'{phrase}', which goes with success {stats}.",
             "example": "",
@@ -540,7 +538,7 @@ class RuleCreator(Creator):
         problems: list[str] = []
         for trigger, pattern in triggers if triggers is not None else advice["triggers"]:
             # the text says when it is shown: right after the action its trigger matches
-            when = f"Right after a '{pattern_words(pattern)}' action." if pattern else advice["when"]
+            when = f"Right after you '{pattern_words(pattern)}'." if pattern else advice["when"]
             text = prefix + skill_text(when, advice["action"], advice["example"])
             if len(text) > self.max_chars:
                 text = _clip(prefix + skill_text(when, advice["action"]), self.max_chars)

@@ -216,7 +216,10 @@ def test_final_action_advice_follows_the_sign_of_the_contrast():
     assert ends_moving.contrast > 0 and skill.name == "finish_with_move"
     # actionable: shown right after an action the failures end on, naming the command to send
     # the take-trigger is never shown on a failure's last turn (the one diagnosed): the next one that is
-    assert (skill.trigger, skill.pattern) == ("action_pattern", r"^go\ to\b") and "Right after a 'go to'" in skill.text
+    assert (skill.trigger, skill.pattern) == (
+        "action_pattern",
+        r"^go\ to\b",
+    ) and "Right after you 'go to'." in skill.text
     assert "Complete the task: do 'move', e.g. move pen 1 to shelf 1" in skill.text
 
 
