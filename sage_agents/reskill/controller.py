@@ -53,14 +53,17 @@ def make_creator(
     min_fire_rate: float = MIN_FIRE_RATE,
     max_chars: int = MAX_SKILL_CHARS,
     retries: int = 2,
+    tokenizer: Any = None,
 ) -> Creator:
     """Build a creator: ``rule``, or ``llm`` backed by ``endpoint`` (OpenAI-compatible) or ``model_path`` (local HF).
+
+    ``tokenizer``: the policy's tokenizer; the pre-test check rejects a skill with a word it encodes as unknown.
 
     Raises:
         ValueError: unknown ``kind``, or ``llm`` without an endpoint or a model path.
     """
     if kind == "rule":
-        return RuleCreator(min_fire_rate=min_fire_rate, max_chars=max_chars)
+        return RuleCreator(min_fire_rate=min_fire_rate, max_chars=max_chars, tokenizer=tokenizer)
     if kind != "llm":
         raise ValueError(f"creator kind {kind!r}; use 'rule' or 'llm'")
     if endpoint:
@@ -69,7 +72,7 @@ def make_creator(
         generate = hf_generate(model_path)
     else:
         raise ValueError("the llm creator needs an endpoint (OpenAI-compatible URL) or a local model_path")
-    return LLMCreator(generate, min_fire_rate=min_fire_rate, max_chars=max_chars, retries=retries)
+    return LLMCreator(generate, min_fire_rate=min_fire_rate, max_chars=max_chars, retries=retries, tokenizer=tokenizer)
 
 
 class ReSkill:
@@ -107,16 +110,20 @@ class ReSkill:
         self.last_attempt: int | None = None
         self.last_skip = ""
         self.rejected: dict[str, int] = {}  # assertion id -> step its skill was rejected
+        self.last_unverified: list[dict[str, str]] = []  # the creator's pre-test rejections at the last attempt
         self.counts = {"tests": 0, "accepted": 0, "rejected": 0, "pruned": 0, "created": 0}
         self._arms: list[str] = []
         self._p_new = 0.0
 
     @classmethod
-    def from_config(cls, config: Any, output_dir: str | os.PathLike | None = None, fresh: bool = True) -> ReSkill:
+    def from_config(
+        cls, config: Any, output_dir: str | os.PathLike | None = None, fresh: bool = True, tokenizer: Any = None
+    ) -> ReSkill:
         """Build the controller from a :class:`~sage_agents.config.TrainConfig` (``reskill_*`` fields).
 
         ``output_dir`` receives ``reskill/lifecycle.jsonl`` (None: in memory only); ``fresh`` empties an existing
-        log (a new run), otherwise it is kept for :meth:`load` to trim (resume).
+        log (a new run), otherwise it is kept for :meth:`load` to trim (resume). ``tokenizer``: the policy's, for
+        the creator's vocabulary check (None: no such check).
         """
         library = SkillLibrary.load(config.reskill_skills_dir) if config.reskill_skills_dir else None
         creator = make_creator(
@@ -128,6 +135,7 @@ class ReSkill:
             min_fire_rate=config.reskill_fire_rate,
             max_chars=config.reskill_max_chars,
             retries=config.reskill_creator_retries,
+            tokenizer=tokenizer,
         )
         tracker = ThompsonTracker(
             config.reskill_discount,
@@ -218,6 +226,10 @@ class ReSkill:
         self.last_attempt = step
         exclude = [a for a, s in self.rejected.items() if step - s < REJECT_COOLDOWN]
         bundle: Bundle | None = self.creator.create(self.reservoir.episodes, self.registry, step, exclude)
+        for rejection in self.creator.rejections:
+            if rejection not in self.last_unverified:  # the same reservoir gives the same rejections: log once
+                self.lifecycle.log("unverified", step, creator=self.creator.name, **rejection)
+        self.last_unverified = list(self.creator.rejections)
         if bundle is None:
             return self._skip(step, self.creator.last_error or "the creator proposed nothing")
         try:
@@ -278,6 +290,7 @@ class ReSkill:
             "create_every": self.create_every,
             "last_attempt": self.last_attempt,
             "last_skip": self.last_skip,
+            "last_unverified": list(self.last_unverified),
             "rejected": dict(self.rejected),
             "counts": dict(self.counts),
         }
@@ -291,6 +304,7 @@ class ReSkill:
         self.rng.bit_generator.state = state["rng"]
         self.min_reservoir, self.create_every = state["min_reservoir"], state["create_every"]
         self.last_attempt, self.last_skip = state["last_attempt"], state["last_skip"]
+        self.last_unverified = list(state.get("last_unverified", []))  # absent from checkpoints written before it
         self.rejected, self.counts = dict(state["rejected"]), dict(state["counts"])
 
     def save(self, directory: str | os.PathLike, step: int | None = None) -> None:

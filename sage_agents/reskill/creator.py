@@ -54,6 +54,11 @@ def skill_text(when: str, action: str, example: str = "") -> str:
     return "\n".join(parts)
 
 
+def shown(skill: Skill, episode: Episode, turn: int) -> bool:
+    """Whether ``skill`` is shown on ``turn`` (0-based) of ``episode``: its trigger fires after the turn before."""
+    return skill.triggered(turn, episode.actions[turn - 1] if turn else None)
+
+
 def fire_rate(skill: Skill, episodes: Sequence[Episode]) -> float:
     """Share of ``episodes`` in which ``skill`` would have been shown at least once.
 
@@ -68,12 +73,112 @@ def fire_rate(skill: Skill, episodes: Sequence[Episode]) -> float:
     return fired / len(episodes)
 
 
+def diagnosed_turns(assertion: Assertion, episode: Episode, good: bool = True) -> list[int]:
+    """The turns of a failed ``episode`` at which it breaks ``assertion``: where a skill should be shown.
+
+    ``good`` says whether passing ``assertion`` goes with success (contrast >= 0). A turn is the 0-based index of
+    the action chosen on it. Behaviour seen at one moment gives that moment: the turn of the forbidden or
+    premature action, of the repeat, of the last action, of each action past a count or step bound, or the turn
+    after an observation that goes with failure. A behaviour that is missing (an action never used, an
+    observation never seen) could have been fixed on any turn, so every turn counts. An episode that does not
+    break the assertion gives ``[]``.
+    """
+    a, p, acts = assertion, assertion.params, episode.actions
+    if not acts or a.evaluate(episode) == good:
+        return []
+    every = list(range(len(acts)))
+
+    def matching(pattern: str) -> list[int]:
+        return [i for i, action in enumerate(acts) if re.search(pattern, action[:200])]
+
+    check = a.check
+    if check in ("action_exists", "action_not_exists"):
+        forbidden = (check == "action_not_exists") == good  # the episode uses what it should not
+        return matching(p["pattern"]) if forbidden else every
+    if check == "action_before":
+        if good:  # "second" came without "first" before it
+            return matching(p["second"])[:1] or every
+        return matching(p["first"])[:1] or every
+    if check == "no_consecutive_repeat":
+        prefix = p.get("prefix", "")
+        return [i for i in range(1, len(acts)) if acts[i] == acts[i - 1] and acts[i].startswith(prefix)] or every
+    if check == "final_action":
+        return [len(acts) - 1]
+    if check == "max_steps":
+        return every[p["n"] :] if good else [len(acts) - 1]
+    if check == "min_steps":
+        return [len(acts) - 1] if good else every[p["n"] :]
+    if check == "action_count":
+        hits, high = matching(p["pattern"]), p.get("max")
+        if good and high is not None and len(hits) > high:
+            return hits[high:]
+        return every
+    # observation_contains: the turn after each matching observation (a failure sign) or every turn (missing)
+    if good:
+        return every
+    return [i + 1 for i, obs in enumerate(episode.observations[:-1]) if re.search(p["pattern"], obs[:1000])]
+
+
+def source_failures(rates: PassRates, episodes: Sequence[Episode]) -> list[tuple[Episode, list[int]]]:
+    """The failed episodes that break the assertion of ``rates``, with the turns at which they break it.
+
+    These are the failures a skill for the assertion is made from (turns: :func:`diagnosed_turns`).
+    """
+    good = rates.contrast >= 0
+    pairs = [(ep, diagnosed_turns(rates.assertion, ep, good)) for ep in episodes if not ep.success]
+    return [(ep, turns) for ep, turns in pairs if turns]
+
+
+def unknown_words(text: str, tokenizer: Any) -> list[str]:
+    """Words of ``text`` that ``tokenizer`` encodes as its unknown token (sorted, each once).
+
+    A tokenizer without an unknown token (byte-level BPE) can encode any text: ``[]``. A fast tokenizer maps
+    the unknown tokens back to their characters; another one is asked word by word.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if tokenizer is None or unk is None:
+        return []
+    if getattr(tokenizer, "is_fast", False):
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        spans = [span for i, span in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True) if i == unk]
+        return sorted({text[start:end].strip() for start, end in spans})
+    words = set(text.split())
+    return sorted(w for w in words if unk in tokenizer(w, add_special_tokens=False)["input_ids"])
+
+
 def verify_skill(
-    skill: Skill, episodes: Sequence[Episode], min_fire_rate: float = MIN_FIRE_RATE, max_chars: int = MAX_SKILL_CHARS
+    skill: Skill,
+    episodes: Sequence[Episode],
+    min_fire_rate: float = MIN_FIRE_RATE,
+    max_chars: int = MAX_SKILL_CHARS,
+    *,
+    sources: Sequence[tuple[Episode, Sequence[int] | None]] = (),
+    tokenizer: Any = None,
 ) -> str | None:
-    """Return why ``skill`` fails verification (text length, trigger fire rate), or None when it passes."""
+    """Return why ``skill`` fails verification, or None when it passes.
+
+    The checks, in order: the text is at most ``max_chars`` characters; it is within the policy's vocabulary
+    (no word encodes as ``tokenizer``'s unknown token; skipped without a tokenizer); the skill is shown on at
+    least one of the failures it was made from (``sources``: ``(episode, turns)`` pairs, ``turns`` the turns
+    diagnosed there or None for any turn; skipped when empty); its trigger fires in at least ``min_fire_rate``
+    of ``episodes`` (:func:`fire_rate`).
+    """
     if len(skill.text) > max_chars:
         return f"skill {skill.name!r}: text is {len(skill.text)} characters (limit {max_chars}); shorten it"
+    unknown = unknown_words(skill.text, tokenizer)
+    if unknown:
+        return (
+            f"skill {skill.name!r}: the policy's tokenizer does not know {_clip(', '.join(map(repr, unknown)), 200)}; "
+            "write the text with words from the task's observations and commands"
+        )
+    if sources and not any(
+        any(shown(skill, ep, t) for t in (range(len(ep.actions)) if turns is None else turns)) for ep, turns in sources
+    ):
+        where = "at the turns diagnosed in " if any(turns is not None for _, turns in sources) else "in "
+        return (
+            f"skill {skill.name!r}: trigger {skill.trigger} {skill.pattern!r} is shown {where}none of the "
+            f"{len(sources)} failed episodes it was made from; use a trigger that fires where they went wrong"
+        )
     rate = fire_rate(skill, episodes)
     if rate < min_fire_rate:
         return (
@@ -101,6 +206,10 @@ class Creator:
         engine: the assertion engine (a fresh one by default).
         min_fire_rate: verification: least share of reservoir episodes a trigger must fire in.
         max_chars: verification: longest guidance text.
+        tokenizer: the policy's tokenizer: a skill with a word it encodes as unknown is rejected (None: no check).
+
+    Every skill a creator proposes has passed :meth:`check` (the pre-test check); the skills it dropped since
+    the last :meth:`create` call are in :attr:`rejections` (``{"skill", "reason"}``), which the controller logs.
     """
 
     name = "base"
@@ -110,10 +219,27 @@ class Creator:
         engine: AssertionEngine | None = None,
         min_fire_rate: float = MIN_FIRE_RATE,
         max_chars: int = MAX_SKILL_CHARS,
+        tokenizer: Any = None,
     ):
         self.engine = engine or AssertionEngine()
-        self.min_fire_rate, self.max_chars = min_fire_rate, max_chars
+        self.min_fire_rate, self.max_chars, self.tokenizer = min_fire_rate, max_chars, tokenizer
         self.last_error = ""
+        self.rejections: list[dict[str, str]] = []
+
+    def check(
+        self, skill: Skill, episodes: Sequence[Episode], sources: Sequence[tuple[Episode, Sequence[int] | None]]
+    ) -> str | None:
+        """Why a proposed skill fails the pre-test check, or None (:func:`verify_skill`, this creator's settings).
+
+        ``sources``: the failed episodes it was made from, with their diagnosed turns (None: any turn).
+        """
+        return verify_skill(
+            skill, episodes, self.min_fire_rate, self.max_chars, sources=sources, tokenizer=self.tokenizer
+        )
+
+    def reject(self, name: str, reason: str) -> None:
+        """Record a proposed skill dropped by :meth:`check` (for the lifecycle log)."""
+        self.rejections.append({"skill": name, "reason": reason})
 
     def create(
         self, episodes: Sequence[Episode], registry: VersionRegistry, step: int, exclude: Sequence[str] = ()
@@ -147,6 +273,11 @@ def _example(episodes: Sequence[Episode], pattern: str) -> str:
     return ""
 
 
+def _top(keys: Counter) -> str | None:
+    ranked = sorted((k for k in keys if k), key=lambda k: (-keys[k], k))
+    return ranked[0] if ranked else None
+
+
 def _predecessor(episodes: Sequence[Episode], pattern: str) -> str | None:
     """Most common key of the action just before the first ``pattern`` match (ties alphabetical)."""
     keys = Counter()
@@ -154,21 +285,71 @@ def _predecessor(episodes: Sequence[Episode], pattern: str) -> str | None:
         index = next((i for i, a in enumerate(ep.actions) if re.search(pattern, a[:200])), None)
         if index:
             keys[action_key(ep.actions[index - 1])] += 1
-    ranked = sorted((k for k in keys if k), key=lambda k: (-keys[k], k))
-    return ranked[0] if ranked else None
+    return _top(keys)
+
+
+def _before_turns(sources: Sequence[tuple[Episode, list[int]]]) -> str | None:
+    """Most common key of the action just before the diagnosed turns of ``sources`` (ties alphabetical).
+
+    A trigger shown on those turns must match it.
+    """
+    return _top(Counter(action_key(ep.actions[t - 1]) for ep, turns in sources for t in turns if t))
+
+
+def _next_step(episodes: Sequence[Episode], key: str | None) -> tuple[str | None, str]:
+    """What successful ``episodes`` do right after an action of ``key`` (after their first action when None).
+
+    Returns:
+        The most common next key that differs from ``key``, and a concrete action of it (``(None, "")``).
+    """
+    keys, examples = Counter(), {}
+    for ep in episodes:
+        for i, action in enumerate(ep.actions[:-1]):
+            if key is None and i:
+                break
+            if key is None or action_key(action) == key:
+                follow = action_key(ep.actions[i + 1])
+                if follow and follow != key:
+                    keys[follow] += 1
+                    examples.setdefault(follow, _clip(ep.actions[i + 1].splitlines()[0], 80))
+    top = _top(keys)
+    return top, examples.get(top, "")
+
+
+def _producer(episodes: Sequence[Episode], pattern: str) -> str | None:
+    """Most common key of the actions whose observation matches ``pattern`` (ties alphabetical)."""
+    keys = Counter(
+        action_key(a) for ep in episodes for a, o in zip(ep.actions, ep.observations, strict=True)
+        if re.search(pattern, o[:1000])
+    )  # fmt: skip
+    return _top(keys)
+
+
+def _do(key: str | None, example: str) -> str:
+    """``do 'heat', e.g. heat egg 1 with microwave 1`` (the action named, with a concrete command)."""
+    if not key:
+        return "choose the admissible command that moves the task on"
+    return f"do '{key}'" + (f", e.g. {example}" if example else "")
 
 
 def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]:
     """Name, description, text pieces and candidate triggers for a skill addressing one assertion.
 
+    The advice is aimed at the situation the assertion diagnosed in the failed episodes
+    (:func:`diagnosed_turns`): the first trigger tried fires after the action that most often comes just before
+    it there, and the action text names the command to send then (what successes do, with a concrete example)
+    rather than a rule in the abstract.
+
     Returns:
         ``{"name", "description", "when", "action", "example", "triggers": [(trigger, pattern), ...]}``; the
-        triggers are tried in order until one verifies.
+        triggers are tried in order until one verifies; ``when`` is the text for a ``general`` or ``beginning``
+        trigger (:meth:`RuleCreator.author` writes "Right after you '...'" for an ``action_pattern``).
     """
     a, good = rates.assertion, rates.contrast >= 0
     p = a.params
     wins = [ep for ep in episodes if ep.success]
     losses = [ep for ep in episodes if not ep.success]
+    sources = source_failures(rates, episodes)
     stats = f"({rates.success_rate:.0%} of successes vs {rates.failure_rate:.0%} of failures pass)"
     if not rates.n_success:  # failure-only diagnosis
         stats = f"({1 - rates.failure_rate:.0%} of {rates.n_failure} failed episodes break this)"
@@ -177,111 +358,137 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     def after(key: str | None) -> list[tuple[str, str]]:
         return [("action_pattern", key_pattern(key))] if key else []
 
+    situation = _before_turns(sources)  # the key just before the diagnosed turns
     if a.check in ("action_exists", "action_not_exists"):
         word = pattern_words(p["pattern"])
         do = (a.check == "action_exists") == good
-        example = _example(wins if do else losses, p["pattern"])
         if do:
             pre = _predecessor(wins, p["pattern"])
+            example = _example(wins, p["pattern"])
             return {
                 "name": f"use_{_slug(word)}",
                 "description": f"Successful episodes use '{word}'.",
-                "when": f"After '{pre}', or whenever the task needs it." if pre else "When the task needs it.",
-                "action": f"Remember to '{word}' when the task calls for it: successes do {stats}.",
-                "example": example,
+                "when": "When the task needs it.",
+                "action": f"Next, {_do(word, example)}: successes use '{word}' {stats}.",
+                "example": "",
                 "triggers": [*after(pre), beginning, general],
             }
+        instead, example = _next_step(wins, situation)
         return {
             "name": f"avoid_{_slug(word)}",
             "description": f"Failed episodes use '{word}'.",
             "when": "Before choosing an action.",
-            "action": f"Avoid '{word}' unless the task requires it; it goes with failure {stats}.",
-            "example": f"Don't: {example}" if example else "",
-            "triggers": [*after(_predecessor(losses, p["pattern"])), general],
+            "action": f"Do not '{word}' now; {_do(instead, example)} instead: '{word}' goes with failure {stats}.",
+            "example": f"Don't: {_example(losses, p['pattern'])}" if _example(losses, p["pattern"]) else "",
+            "triggers": [*after(situation), general],
         }
     if a.check == "action_before":
         first, second = pattern_words(p["first"]), pattern_words(p["second"])
-        verb = "before" if good else "only after"
+        if good:
+            example = _example(wins, p["first"])
+            return {
+                "name": _slug(f"{first}_before_{second}"),
+                "description": f"Order: '{first}' before '{second}'.",
+                "when": f"Before you '{second}'.",
+                "action": f"Before you '{second}', {_do(first, example)} first {stats}.",
+                "example": "",
+                "triggers": [*after(situation), *after(_predecessor(wins, p["second"])), beginning, general],
+            }
+        example = _example(wins, p["second"])
         return {
-            "name": _slug(f"{first}_{verb}_{second}"),
-            "description": f"Order: '{first}' {verb} '{second}'.",
-            "when": f"Before you '{second}'.",
-            "action": f"Do '{first}' {verb} '{second}' {stats}.",
-            "example": _example(wins, p["first"]),
-            "triggers": [*after(_predecessor(wins, p["second"])), beginning, general],
+            "name": _slug(f"{first}_only_after_{second}"),
+            "description": f"Order: '{first}' only after '{second}'.",
+            "when": f"Before you '{first}'.",
+            "action": f"Do not '{first}' yet: {_do(second, example)} first {stats}.",
+            "example": "",
+            "triggers": [*after(situation), beginning, general],
         }
     if a.check == "no_consecutive_repeat":
+        instead, example = _next_step(wins, situation) if situation else (None, "")
         return {
-            "name": "no_repeats",
+            "name": f"no_repeat_{_slug(situation)}" if situation else "no_repeats",
             "description": "Do not repeat the same action twice in a row.",
             "when": "After every action.",
-            "action": "Never repeat the previous action: if it did not help, choose a different admissible command "
-            + stats
-            + ".",
+            "action": f"Do not send the same command again: it has already been done; {_do(instead, example)} "
+            f"instead {stats}.",
             "example": "",
-            "triggers": [general],
+            "triggers": [*after(situation), general],
         }
     if a.check == "final_action":
         word = pattern_words(p["pattern"])
         if not good:  # failures end with it: say so, do not advise finishing with it
             example = _example(losses, p["pattern"])
+            instead, done_example = _next_step(wins, situation)
             return {
                 "name": f"not_done_after_{_slug(word)}",
                 "description": f"Failed episodes end with '{word}'.",
                 "when": "Before choosing an action.",
-                "action": f"Ending on '{word}' goes with failure {stats}: the task is not done yet, so go on with "
-                "the action the task needs.",
+                "action": f"Ending on '{word}' goes with failure {stats}: the task is not done yet; "
+                f"{_do(instead, done_example)}.",
                 "example": f"Not the end: {example}" if example else "",
-                "triggers": [general],
+                "triggers": [*after(situation), general],
             }
+        pre = _predecessor(wins, p["pattern"])
+        example = _example(wins, p["pattern"])
         return {
             "name": f"finish_with_{_slug(word)}",
             "description": f"Successful episodes end with '{word}'.",
             "when": "When you are ready to complete the task.",
-            "action": f"Complete the task with a '{word}' action {stats}.",
-            "example": _example(wins, p["pattern"]),
-            "triggers": [*after(_predecessor(wins, p["pattern"])), general],
+            "action": f"Complete the task: {_do(word, example)} {stats}.",
+            "example": "",
+            "triggers": [*after(pre), *after(situation), general],
         }
     if a.check in ("max_steps", "min_steps"):
         n = p["n"]
         short = (a.check == "max_steps") == good
+        first, example = _next_step(wins, None)
         return {
             "name": "be_efficient" if short else "be_thorough",
             "description": "Keep episodes short." if short else "Do not stop too early.",
-            "when": "At the start of a task.",
+            "when": "At the start of a task." if short else "Before you finish.",
             "action": (
-                f"Plan the shortest route: successes take at most {n} actions {stats}."
+                f"Plan the shortest route: successes take at most {n} actions {stats}; start: {_do(first, example)}."
                 if short
-                else f"Check every step of the task: successes take at least {n} actions {stats}."
+                else f"Do not stop early: check every step of the task; successes take at least {n} actions {stats}."
             ),
             "example": "",
             "triggers": [beginning, general],
         }
     if a.check == "action_count":
         word, high = pattern_words(p["pattern"]), p.get("max")
+        instead, example = _next_step(wins, action_key(_example(losses, p["pattern"])) or None)
         return {
             "name": f"limit_{_slug(word)}",
             "description": f"Do not overuse '{word}'.",
             "when": f"After a '{word}' action.",
-            "action": f"Use '{word}' at most {high} times per task; successes stay within that {stats}."
+            "action": f"Use '{word}' at most {high} times per task; after that {_do(instead, example)} {stats}."
             if good
             else f"Do not hold back on '{word}' {stats}.",
             "example": "",
-            "triggers": [("action_pattern", p["pattern"]), general],
+            "triggers": [*after(situation), ("action_pattern", p["pattern"]), general],
         }
     phrase = pattern_words(p["pattern"])
+    if good:  # successes see it: name the action that makes it appear
+        maker = _producer(wins, p["pattern"])
+        pre = _predecessor(wins, key_pattern(maker)) if maker else None
+        return {
+            "name": f"watch_{_slug(phrase)}",
+            "description": f"Observations with '{phrase}'.",
+            "when": "When the task needs it.",
+            "action": f"{_do(maker, _example(wins, key_pattern(maker)) if maker else '').capitalize()}: it shows "
+            f"'{phrase}', which goes with success {stats}.",
+            "example": "",
+            "triggers": [*after(pre), beginning, general],
+        }
+    instead, example = _next_step(wins, situation)
     return {
         "name": f"watch_{_slug(phrase)}",
         "description": f"Observations with '{phrase}'.",
         "when": f"When you see '{phrase}'.",
-        "action": (
-            f"'{phrase}' goes with success: steer towards states that show it {stats}."
-            if good
-            else f"'{phrase}' goes with failure: your last action did not work; choose another admissible command "
-            f"{stats}."
-        ),
+        "action": f"'{phrase}' means the last command did not work: do not send it again; {_do(instead, example)} "
+        f"{stats}.",
         "example": "",
-        "triggers": [general],
+        "triggers": [*after(situation), general],
     }
 
 
@@ -294,6 +501,7 @@ class RuleCreator(Creator):
         max_chars: verification length cap.
         prune_contrast: a rule skill whose assertion's ``|contrast|`` fell below this is pruned.
         modify_contrast: a covered assertion still above this gets its skill rewritten with a wider trigger.
+        tokenizer: the policy's tokenizer (the pre-test check's vocabulary; None: no vocabulary check).
     """
 
     name = "rule"
@@ -305,24 +513,35 @@ class RuleCreator(Creator):
         max_chars: int = MAX_SKILL_CHARS,
         prune_contrast: float = 0.05,
         modify_contrast: float = 0.3,
+        tokenizer: Any = None,
     ):
-        super().__init__(engine, min_fire_rate, max_chars)
+        super().__init__(engine, min_fire_rate, max_chars, tokenizer)
         self.prune_contrast, self.modify_contrast = prune_contrast, modify_contrast
 
     def author(
-        self, rates: PassRates, episodes: Sequence[Episode], triggers: Sequence[tuple[str, str]] | None = None
+        self,
+        rates: PassRates,
+        episodes: Sequence[Episode],
+        triggers: Sequence[tuple[str, str]] | None = None,
+        prefix: str = "",
     ) -> tuple[Skill | None, list[str]]:
-        """Write a skill for one assertion, trying its triggers in order until one verifies.
+        """Write a skill for one assertion, trying its triggers in order until one passes :meth:`check`.
+
+        ``prefix`` goes before the text. A skill none of whose triggers passes is recorded in :attr:`rejections`
+        with the last problem.
 
         Returns:
             ``(skill or None, verification problems met on the way)``.
         """
         advice = rule_advice(rates, episodes)
+        sources = source_failures(rates, episodes)
         problems: list[str] = []
-        text = skill_text(advice["when"], advice["action"], advice["example"])
-        if len(text) > self.max_chars:
-            text = skill_text(advice["when"], advice["action"])[: self.max_chars]
         for trigger, pattern in triggers if triggers is not None else advice["triggers"]:
+            # the text says when it is shown: right after the action its trigger matches
+            when = f"Right after you '{pattern_words(pattern)}'." if pattern else advice["when"]
+            text = prefix + skill_text(when, advice["action"], advice["example"])
+            if len(text) > self.max_chars:
+                text = _clip(prefix + skill_text(when, advice["action"]), self.max_chars)
             try:
                 skill = Skill(
                     name=advice["name"],
@@ -336,16 +555,19 @@ class RuleCreator(Creator):
             except SkillError as error:
                 problems.append(str(error))
                 continue
-            problem = verify_skill(skill, episodes, self.min_fire_rate, self.max_chars)
+            problem = self.check(skill, episodes, sources)
             if problem is None:
                 return skill, problems
             problems.append(problem)
+        if problems:
+            self.reject(advice["name"], problems[-1])
         return None, problems
 
     def create(
         self, episodes: Sequence[Episode], registry: VersionRegistry, step: int, exclude: Sequence[str] = ()
     ) -> Bundle | None:
         """See :meth:`Creator.create`."""
+        self.rejections = []
         ranked = [r for r in self.engine.refresh(episodes) if abs(r.contrast) >= self.engine.min_contrast]
         if not ranked and sum(ep.success for ep in episodes) < self.engine.min_per_outcome:
             # no success to contrast with: fall back on behaviours assumed good, when most failures break them
@@ -402,10 +624,9 @@ class RuleCreator(Creator):
                     continue
                 if any(op.name == skill.name for op in ops):
                     continue
-                new, found = self.author(rates, episodes, triggers=[("general", "")])
+                new, found = self.author(rates, episodes, triggers=[("general", "")], prefix="Important. ")
                 if new is not None:
                     new.name = skill.name
-                    new.text = _clip("Important. " + new.text, self.max_chars)
                     reason = f"still separates outcomes ({rates.contrast:+.2f}) with trigger {skill.trigger}"
                     ops.append(Operation("modify", skill.name, new, reason=reason))
                     break

@@ -9,6 +9,10 @@ One JSON object per line, each with ``event`` and ``step`` (the training step, 1
 - ``accepted`` (an add / modify) / ``pruned`` (a delete) / ``rejected`` (any operation of a rejected version): the
   test's decision, one line per operation; ``version``, ``op``, ``skill``, ``posterior``.
 - ``skipped``: the creator proposed nothing or the bundle was invalid (logged when the reason changes); ``reason``.
+- ``unverified``: a skill the creator wrote failed the pre-test check and was not proposed
+  (:meth:`~sage_agents.reskill.creator.Creator.check`: too long, a word unknown to the policy's tokenizer, not
+  shown on the failures it was made from, trigger too rare); ``skill``, ``reason``, ``creator``. Logged when new
+  (the same skill and reason as at the previous creation attempt are not logged again).
 
 ``posterior`` is ``{"new": {"alpha", "beta", "mean"}, "old": {...}, "p_new", "steps", "episodes", "M"}``.
 """
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EVENTS = ("created", "tested", "accepted", "pruned", "rejected", "skipped")
+EVENTS = ("created", "tested", "accepted", "pruned", "rejected", "skipped", "unverified")
 
 
 def _clean(value: Any) -> Any:

@@ -6,8 +6,10 @@
    rates and the live skills -> a diagnosis and up to 5 new assertions (added to the engine's pool);
 2. **recommend**: the diagnosis and the re-ranked assertions -> 1-3 add / modify / delete operations (names
    checked against the library and the ``max_active`` cap);
-3. **author**: the operations -> text (when to use / action / example) + trigger per skill, then verified
-   (:func:`~sage_agents.reskill.creator.verify_skill`: <= 500 characters, trigger fires in >= 50% of episodes).
+3. **author**: the operations -> text (when to use / action / example) + trigger per skill, then put through the
+   pre-test check (:meth:`~sage_agents.reskill.creator.Creator.check`: <= 500 characters, every word known to the
+   policy's tokenizer, shown in at least one of the reservoir's failed episodes, trigger fires
+   in >= 50% of episodes).
 
 A reply that is not a JSON object, or breaks a rule, is sent back with the reason (``retries`` times); then the
 stage gives up and :meth:`LLMCreator.create` returns None with ``last_error`` set. Authoring keeps the skills
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sage_agents.reskill.assertions import CHECK_TYPES, PARAMS, Assertion, AssertionEngine, action_key
-from sage_agents.reskill.creator import MAX_SKILL_CHARS, MIN_FIRE_RATE, Creator, _clip, skill_text, verify_skill
+from sage_agents.reskill.creator import MAX_SKILL_CHARS, MIN_FIRE_RATE, Creator, _clip, skill_text
 from sage_agents.reskill.registry import OPS, Bundle, Operation, VersionRegistry
 from sage_agents.reskill.reservoir import Episode
 from sage_envs import Skill
@@ -160,6 +162,7 @@ class LLMCreator(Creator):
         max_chars: verification length cap.
         retries: extra attempts per stage after a bad reply (each sent back with the reason).
         examples: failed and successful episodes shown in the diagnosis prompt (each).
+        tokenizer: the policy's tokenizer (the pre-test check's vocabulary; None: no vocabulary check).
     """
 
     name = "llm"
@@ -172,8 +175,9 @@ class LLMCreator(Creator):
         max_chars: int = MAX_SKILL_CHARS,
         retries: int = 2,
         examples: int = 3,
+        tokenizer: Any = None,
     ):
-        super().__init__(engine, min_fire_rate, max_chars)
+        super().__init__(engine, min_fire_rate, max_chars, tokenizer)
         self.generate, self.retries, self.examples = generate, retries, examples
         self.calls = 0
 
@@ -201,7 +205,7 @@ class LLMCreator(Creator):
         self, episodes: Sequence[Episode], registry: VersionRegistry, step: int, exclude: Sequence[str] = ()
     ) -> Bundle | None:
         """See :meth:`Creator.create`."""
-        self.last_error = ""
+        self.last_error, self.rejections = "", []
         self.engine.refresh(episodes)
         diagnosis = self._ask("diagnose", self._diagnose_prompt(episodes, registry), self._parse_diagnosis)
         if diagnosis is None:
@@ -355,16 +359,22 @@ class LLMCreator(Creator):
             ]
         )
 
-    def _build_skills(self, obj: dict[str, Any], wanted: list[str], episodes: Sequence[Episode]) -> tuple[dict, list]:
+    def _build_skills(
+        self, obj: dict[str, Any], wanted: list[str], episodes: Sequence[Episode]
+    ) -> tuple[dict[str, Skill], dict[str, str]]:
+        """The skills of a reply that pass the pre-test check, and the problem of each one that does not."""
         raw = obj.get("skills")
         if not isinstance(raw, list):
             raise ValueError('the JSON needs a "skills" list')
-        built, problems = {}, []
+        built: dict[str, Skill] = {}
+        problems: dict[str, str] = {}
+        # made from the reservoir's failures (the prompt shows some and sums up all through the pass rates)
+        sources = [(ep, None) for ep in episodes if not ep.success]
         by_name = {item.get("name"): item for item in raw if isinstance(item, dict)}
         for name in wanted:
             item = by_name.get(name)
             if item is None:
-                problems.append(f"skill {name!r} is missing")
+                problems[name] = f"skill {name!r} is missing"
                 continue
             try:
                 text = skill_text(
@@ -379,11 +389,11 @@ class LLMCreator(Creator):
                     pattern=str(item.get("pattern") or ""),
                 )
             except SkillError as error:
-                problems.append(str(error))
+                problems[name] = str(error)
                 continue
-            problem = verify_skill(skill, episodes, self.min_fire_rate, self.max_chars)
+            problem = self.check(skill, episodes, sources)
             if problem:
-                problems.append(problem)
+                problems[name] = problem
             else:
                 built[name] = skill
         return built, problems
@@ -393,6 +403,7 @@ class LLMCreator(Creator):
     ) -> list[Operation]:
         wanted = [op["name"] for op in ops if op["op"] != "delete"]
         built: dict[str, Skill] = {}
+        problems: dict[str, str] = {}
         if wanted:
             prompt, feedback = self._author_prompt(ops, episodes, registry), ""
             for _ in range(self.retries + 1):
@@ -403,13 +414,17 @@ class LLMCreator(Creator):
                                  "object for the skills that failed." if feedback else "")  # fmt: skip
                 self.calls += 1
                 try:
-                    new, problems = self._build_skills(extract_json(self.generate(text)), missing, episodes)
+                    new, found = self._build_skills(extract_json(self.generate(text)), missing, episodes)
                 except Exception as error:  # noqa: BLE001 - bad JSON or a failing backend: retry with the reason
-                    new, problems = {}, [f"{type(error).__name__}: {error}"]
+                    new, found = {}, {name: f"{type(error).__name__}: {error}" for name in missing}
                 built.update(new)
-                feedback = _clip("; ".join(problems), 800)
-            if feedback and any(n not in built for n in wanted):
-                self.last_error = f"author: dropped {[n for n in wanted if n not in built]}: {feedback}"
+                problems.update(found)
+                feedback = _clip("; ".join(dict.fromkeys(found.values())), 800)
+            dropped = [n for n in wanted if n not in built]
+            for name in dropped:
+                self.reject(name, problems.get(name, "not written"))
+            if feedback and dropped:
+                self.last_error = f"author: dropped {dropped}: {feedback}"
         out = []
         for op in ops:
             if op["op"] == "delete":

@@ -23,6 +23,7 @@ from sage_agents.reskill.creator import Creator
 from sage_agents.rollout import rollout_chains
 from sage_agents.trainer import Trainer
 from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
+from tests.sage_agents.reskill.test_assertions import make_heat_reservoir
 from tests.sage_agents.test_rollout import ScriptedPolicy
 
 sage_envs = pytest.importorskip("sage_envs")
@@ -94,6 +95,28 @@ def test_helpful_skills_are_created_tested_and_accepted(tmp_path):
     assert 0.15 <= tested["posterior"]["p_new"] <= 0.85 and {"w_new", "n_new", "success_old"} <= set(tested)
     png = plot_lifecycle(events, tmp_path / "lifecycle.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_skills_the_policy_cannot_read_are_logged_not_tested(tmp_path):
+    from sage_agents.models import build_tokenizer
+
+    lifecycle = LifecycleLog(tmp_path / "lifecycle.jsonl")
+    creator = RuleCreator(tokenizer=build_tokenizer(include_alfworld=False))  # no "successes", "When", ...
+    controller = ReSkill(creator, lifecycle=lifecycle, min_reservoir=10)
+    controller.reservoir.extend(make_heat_reservoir())  # successes heat, failures do not: contrasts to act on
+    controller.observe([], step=1)
+    controller.observe([], step=2)
+    events = read_lifecycle(tmp_path / "lifecycle.jsonl")
+    unverified = [e for e in events if e["event"] == "unverified"]
+    assert unverified and all("tokenizer does not know" in e["reason"] for e in unverified)
+    assert all(e["creator"] == "rule" and e["skill"] for e in unverified)
+    assert not any(e["event"] == "created" for e in events) and not controller.tracker.testing
+    # the same rejection at the next attempt (same reservoir words) is not logged again
+    assert len({(e["skill"], e["reason"]) for e in unverified}) == len(unverified)
+    plot = plot_lifecycle(events, tmp_path / "lifecycle.png")  # the plot takes the new event in its stride
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    state = controller.state_dict()
+    assert state["last_unverified"] == creator.rejections  # saved for resume
 
 
 def test_plot_with_no_skill_yet(tmp_path):

@@ -9,11 +9,20 @@ import pytest
 
 from sage_agents.reskill.assertions import Assertion, pass_rates
 from sage_agents.reskill.controller import make_creator
-from sage_agents.reskill.creator import RuleCreator, fire_rate, skill_text, verify_skill
+from sage_agents.reskill.creator import (
+    RuleCreator,
+    diagnosed_turns,
+    fire_rate,
+    shown,
+    skill_text,
+    source_failures,
+    unknown_words,
+    verify_skill,
+)
 from sage_agents.reskill.llm import LLMCreator, extract_json, hf_generate, openai_generate
 from sage_agents.reskill.registry import Bundle, VersionRegistry
 from sage_envs import Skill, SkillLibrary
-from tests.sage_agents.reskill.test_assertions import capped_reservoir, ep, make_heat_reservoir
+from tests.sage_agents.reskill.test_assertions import HEAT, LOOP, capped_reservoir, ep, make_heat_reservoir
 
 
 def g(name, text="tip", trigger="general", pattern="", provenance=None):
@@ -32,6 +41,99 @@ def test_fire_rate_and_verification():
     assert "limit 500" in verify_skill(g("x", text="y" * 501), episodes)
     assert verify_skill(g("x", trigger="action_pattern", pattern="^heat"), episodes, min_fire_rate=0.25) is None
     assert skill_text("w", "a", "e") == "## When to Use\nw\n## Action\na\n## Examples\ne"
+
+
+DIAGNOSED = [
+    # (check, params, good, turns of HEAT, turns of LOOP); HEAT: go, take, go, heat, put; LOOP: go, go, look, take
+    ("action_exists", {"pattern": r"^heat\b"}, True, [], [0, 1, 2, 3]),  # LOOP never heats: any turn
+    ("action_exists", {"pattern": r"^heat\b"}, False, [3], []),  # heating goes with failure: the heat turn
+    ("action_not_exists", {"pattern": r"^look\b"}, True, [], [2]),
+    ("action_before", {"first": r"^take\b", "second": r"^look\b"}, True, [0, 1, 2, 3, 4], [2]),  # LOOP: looked first
+    ("no_consecutive_repeat", {}, True, [], [1]),
+    ("final_action", {"pattern": r"^put\b"}, True, [], [3]),
+    ("max_steps", {"n": 3}, True, [3, 4], [3]),
+    ("min_steps", {"n": 5}, True, [], [3]),
+    ("action_count", {"pattern": r"^go to\b", "max": 1}, True, [2], [1]),
+    ("observation_contains", {"pattern": "Nothing happens"}, False, [], [2]),  # the turn after it
+    ("observation_contains", {"pattern": "You heat"}, True, [], [0, 1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize("check, params, good, heat, loop", DIAGNOSED)
+def test_diagnosed_turns_are_where_a_failure_breaks_its_assertion(check, params, good, heat, loop):
+    assertion = Assertion(check, params)
+    assert diagnosed_turns(assertion, HEAT, good) == heat
+    assert diagnosed_turns(assertion, LOOP, good) == loop
+
+
+def test_source_failures_and_shown_against_a_naive_loop():
+    episodes = make_heat_reservoir()
+    rates = pass_rates(Assertion("no_consecutive_repeat", {}), episodes)
+    pairs = source_failures(rates, episodes)
+    assert [e for e, _ in pairs] == [e for e in episodes if not e.success and not rates.assertion.evaluate(e)]
+    skill = g("x", trigger="action_pattern", pattern=r"^go\ to\b")
+    for episode in episodes:
+        previous = None
+        for turn, action in enumerate(episode.actions):
+            expected = previous is not None and previous.startswith("go to")
+            assert shown(skill, episode, turn) is expected
+            previous = action
+
+
+def test_unknown_words_and_the_vocabulary_check():
+    from sage_agents.models import build_tokenizer
+
+    tokenizer = build_tokenizer(include_alfworld=False)
+    assert unknown_words("go to it , open it , then take it", tokenizer) == []
+    # the words as the text spells them (case kept), each once, sorted
+    assert unknown_words("Zyzzyva it, quixotically zyzzyva", tokenizer) == [
+        "Zyzzyva",
+        "quixotically",
+        "zyzzyva",
+    ]
+    assert unknown_words("Zyzzyva", None) == []
+    episodes = make_heat_reservoir()
+    plain = g("plain", text="go to it , then heat it with it")
+    assert verify_skill(plain, episodes, tokenizer=tokenizer) is None
+    problem = verify_skill(g("odd", text="heat the egg, quixotically"), episodes, tokenizer=tokenizer)
+    assert "tokenizer does not know" in problem and "quixotically" in problem
+
+
+def test_the_pre_test_check_asks_for_a_skill_shown_on_its_source_failures():
+    episodes = make_heat_reservoir()
+    rates = pass_rates(Assertion("action_exists", {"pattern": r"^heat\b"}), episodes)
+    sources = source_failures(rates, episodes)  # the 7 failures: none heats, so every turn is diagnosed
+    after_heat = g("x", trigger="action_pattern", pattern=r"^heat\b")  # heat only happens in successes
+    assert fire_rate(after_heat, episodes) > 0 and verify_skill(after_heat, episodes, min_fire_rate=0) is None
+    problem = verify_skill(after_heat, episodes, min_fire_rate=0, sources=sources)
+    assert "shown at the turns diagnosed in none of the 7 failed episodes it was made from" in problem
+    assert verify_skill(after_heat, episodes, min_fire_rate=0, sources=[(e, None) for e, _ in sources]) is not None
+    after_take = g("y", trigger="action_pattern", pattern=r"^take\b")
+    assert verify_skill(after_take, episodes, min_fire_rate=0, sources=sources) is None
+
+
+def test_rule_skills_name_the_action_and_fire_where_the_failures_went_wrong():
+    episodes = make_heat_reservoir()
+    creator = RuleCreator()
+    for rates in creator.engine.refresh(episodes):
+        skill, _ = creator.author(rates, episodes)
+        if skill is None:
+            continue
+        turns = source_failures(rates, episodes)
+        assert any(shown(skill, e, t) for e, ts in turns for t in ts), rates.assertion.description
+        assert "do '" in skill.text or "Do not" in skill.text, skill.text  # an action, not just a statistic
+    rates = pass_rates(Assertion("action_exists", {"pattern": r"^heat\b"}), episodes)
+    skill, _ = creator.author(rates, episodes)
+    assert "Next, do 'heat', e.g. heat egg 1" in skill.text and skill.pattern == r"^take\b"
+
+
+def test_the_rule_creator_records_skills_the_policy_cannot_read():
+    from sage_agents.models import build_tokenizer
+
+    creator = RuleCreator(tokenizer=build_tokenizer(include_alfworld=False))
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=1) is None  # its templates use "successes"
+    assert creator.rejections and all("tokenizer does not know" in r["reason"] for r in creator.rejections)
+    assert "tokenizer does not know" in creator.last_error
 
 
 # ---------------------------------------------------------------------------------------------- RULE
@@ -111,7 +213,14 @@ def test_final_action_advice_follows_the_sign_of_the_contrast():
     assert "goes with failure (0% of successes vs 100% of failures pass)" in skill.text
     ends_moving = pass_rates(Assertion("final_action", {"pattern": r"^move\b"}, "ends with 'move'"), episodes)
     skill, _ = RuleCreator().author(ends_moving, episodes)
-    assert ends_moving.contrast > 0 and skill.name == "finish_with_move" and "Complete the task with" in skill.text
+    assert ends_moving.contrast > 0 and skill.name == "finish_with_move"
+    # actionable: shown right after an action the failures end on, naming the command to send
+    # the take-trigger is never shown on a failure's last turn (the one diagnosed): the next one that is
+    assert (skill.trigger, skill.pattern) == (
+        "action_pattern",
+        r"^go\ to\b",
+    ) and "Right after you 'go to'." in skill.text
+    assert "Complete the task: do 'move', e.g. move pen 1 to shelf 1" in skill.text
 
 
 def test_a_rejected_behaviour_is_not_reproposed_with_drifted_counts():
@@ -138,7 +247,9 @@ def test_rule_creator_without_any_success_falls_back_on_failure_patterns():
     looping = [ep(["go to desk 1", "go to desk 1", "look"]) for _ in range(6)] + [ep(["look"]) for _ in range(2)]
     bundle = RuleCreator().create(looping, VersionRegistry(), step=3)
     [op] = bundle.operations
-    assert (op.op, op.name, op.skill.trigger) == ("add", "no_repeats", "general")
+    # shown right after the action the failures repeat (where they went wrong), not on every turn
+    assert (op.op, op.name, op.skill.trigger) == ("add", "no_repeat_go_to", "action_pattern")
+    assert op.skill.pattern == r"^go\ to\b" and "Do not send the same command again" in op.skill.text
     assert "75% of 8 failed episodes break this" in op.skill.text
     calm = [ep(["go to desk 1", "look"]) for _ in range(8)]  # failures that do not repeat: nothing to say
     assert RuleCreator().create(calm, VersionRegistry(), step=3) is None
@@ -222,7 +333,7 @@ def test_llm_creator_gives_up_cleanly():
 
 def test_llm_creator_sends_rule_violations_back():
     narrow = json.loads(json.dumps(AUTHOR))
-    narrow["skills"][0]["pattern"] = "^heat"  # fires only in the 6 successes' non-final heats: 46%
+    narrow["skills"][0]["pattern"] = "^heat"  # fires only in the 6 successes' non-final heats: no failure
     invalid_op = {"operations": [{"op": "modify", "name": "nope", "intent": "x"}]}
     replies = {
         "diagnose": lambda n: (
@@ -239,7 +350,7 @@ def test_llm_creator_sends_rule_violations_back():
     feedback = [p.split("REJECTED:")[1] for p in generate.prompts if "REJECTED" in p]
     assert "unknown check 'min_step'" in feedback[0]
     assert "no skill named 'nope'" in feedback[1]
-    assert "fires in 46% of recent episodes (need 50%)" in feedback[2]
+    assert "is shown in none of the 7 failed episodes it was made from" in feedback[2]
 
 
 def test_llm_creator_drops_skills_that_never_verify_but_keeps_deletes():
@@ -310,6 +421,23 @@ def test_llm_creator_against_a_fake_openai_compatible_server(fake_server):
     assert path == "/v1/chat/completions" and body["model"] == "tiny-test"
     assert body["messages"][0]["role"] == "user" and headers["Authorization"] == "Bearer k-123"
     assert openai_generate(url + "/v1")("STAGE: author") == json.dumps(AUTHOR)  # a /v1 base URL works too
+
+
+def test_the_llm_creator_pre_test_check_through_the_fake_server(fake_server):
+    from sage_agents.models import build_tokenizer
+
+    url = f"http://127.0.0.1:{fake_server.server_address[1]}"
+    words = "When Examples Go to the microwave and heat it before you put it anywhere after take object"
+    tokenizer = build_tokenizer([words])  # the words of the fake reply and of the text layout
+    creator = make_creator("llm", endpoint=url, retries=1, tokenizer=tokenizer)
+    bundle = creator.create(make_heat_reservoir(), VersionRegistry(), step=1)
+    assert bundle.operations[0].name == "heat_before_put" and creator.rejections == []  # every word known
+    strict = make_creator("llm", endpoint=url, retries=1, tokenizer=build_tokenizer(include_alfworld=False))
+    assert strict.create(make_heat_reservoir(), VersionRegistry(), step=2) is None  # "anywhere" is unknown
+    [rejection] = strict.rejections
+    assert rejection["skill"] == "heat_before_put" and "'anywhere'" in rejection["reason"]
+    resent = fake_server.requests[-1][2]["messages"][0]["content"]  # the reason went back to the model
+    assert "REJECTED" in resent and "tokenizer does not know" in resent
 
 
 def test_llm_creator_with_an_unreachable_endpoint_gives_up():
