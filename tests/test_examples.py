@@ -293,3 +293,16 @@ def test_written_skills_counts_the_definitions_a_sage_policy_writes(toy_demo, mo
     new, total = map(int, re.search(r"new \(not verbatim any of the \d+ SFT definitions\): (\d+) of (\d+)",
                                     out).groups())  # fmt: skip
     assert chains == 2 and total == written and new <= written and headers <= written
+
+
+def test_rule_skills_reports_where_the_rule_creators_skills_are_shown(monkeypatch, capsys):
+    out = run_main("rule_skills", ["--chains", "8", "--noise", "0.1"], monkeypatch, capsys)
+    episodes, wins = map(int, re.search(r"^(\d+) episodes, (\d+) successes$", out, re.MULTILINE).groups())
+    summary = re.search(r"^(\d+) skills; shown on >= 1 source failure at a diagnosed turn: (\d+)/(\d+); mean "
+                        r"share of source failures reached (\d+)%; mean share of turns shown (\d+)%$", out,
+                        re.MULTILINE)  # fmt: skip
+    skills, hit, total, reached, turns = map(int, summary.groups())
+    assert episodes == 16 and 0 < wins < episodes and skills == total > 0 and hit <= skills
+    assert 0 <= reached <= 100 and 0 < turns <= 100
+    rows = re.findall(r"^--- .*: shown at a diagnosed turn in \d+% of \d+ source failures", out, re.MULTILINE)
+    assert len(rows) == skills
