@@ -226,11 +226,7 @@ def generate(
     if rows is not None:
         for b in range(len(rows)):  # the last token is taken after generate's last call
             allowed_tokens(b, out.sequences[b])
-        keep = torch.zeros_like(logits, dtype=torch.bool)  # (B, T, V)
-        for b, row in enumerate(rows):
-            for t, allowed in enumerate(row.allowed_log):
-                keep[b, t, allowed] = True
-        keep[~keep.any(-1)] = True  # padding after a row's end: any value, never read
+        keep = allowed_mask([row.allowed_log for row in rows], logits.shape, logits.device)  # (B, T, V)
         logits = logits.masked_fill(~keep, float("-inf"))
     logp = torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).squeeze(-1)  # (B, T)
     results = []
@@ -239,6 +235,23 @@ def generate(
         allowed, text = (rows[b].allowed_log[:n], rows[b].text) if rows is not None else (None, None)
         results.append(Generated(row_tokens[:n], logp[b, :n].tolist(), allowed, text))
     return results
+
+
+def allowed_mask(
+    allowed: Sequence[Sequence[Sequence[int]] | None], shape: Sequence[int], device: Any = None
+) -> torch.Tensor:
+    """(B, T, V) bool: True where token id v may be drawn at step t of row b.
+
+    ``allowed[b][t]`` lists the ids step t of row b was drawn among; a row that is None, and the steps past its
+    list (padding), allow every id. Built in two writes: one per constrained token, one per allowed id.
+    """
+    keep = torch.ones(tuple(shape), dtype=torch.bool, device=device)
+    drawn = [(b, t) for b, row in enumerate(allowed) for t in range(len(row or ()))]
+    taken = [(b, t, v) for b, row in enumerate(allowed) for t, ids in enumerate(row or ()) for v in ids]
+    if drawn:
+        keep[tuple(torch.tensor(drawn, device=device).T)] = False
+        keep[tuple(torch.tensor(taken, device=device).T)] = True
+    return keep
 
 
 def trained_tokens(completion_ids: Sequence[int], allowed: Sequence[Sequence[int]] | None) -> list[bool]:

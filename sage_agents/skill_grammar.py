@@ -28,7 +28,7 @@ SFT trained.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sage_agents.decoding import Option, Plan, arguments_plan
@@ -215,6 +215,6 @@ def _pieces(shape: str) -> list[object]:
     return pieces or ["\n"]
 
 
-def _options(texts: Sequence[str] | dict | object) -> list[Option]:
+def _options(texts: Iterable[str]) -> list[Option]:
     """Non-ending options of one choice, in order, without duplicates."""
     return [Option(text, False) for text in dict.fromkeys(texts)]
