@@ -25,7 +25,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,8 @@ from sage_agents.models import describe_model
 from sage_agents.registry import make_agent
 
 __all__ = [
-    "BOOTSTRAP_SAMPLES", "EvalConfig", "evaluate", "installed_versions", "main", "play_chain", "play_chains",
-    "read_episodes", "resummarize", "summarize",
+    "BOOTSTRAP_SAMPLES", "EvalConfig", "append_episodes", "evaluate", "installed_versions", "main", "play_chain",
+    "play_chains", "read_episodes", "resummarize", "summarize", "write_summary",
 ]  # fmt: skip
 # Packages whose version can change a result: the dependency ranges are open, so two installs of one commit may
 # differ (a fresh install reran the 3-layer demo's seed 0 with other SFT numbers; docs/demo.md).
@@ -254,23 +254,8 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     todo = [key for key in todo_all if key not in done]
 
     earlier = _read_summary(out / f"{config.run_name}.json", config.config_hash)
-    commit, versions = _git_commit(), installed_versions()
-    torn = False  # a last line cut by a crash: the next record must start a line of its own, or it is lost
-    if episodes_path.exists() and episodes_path.stat().st_size:
-        with episodes_path.open("rb") as log:
-            log.seek(-1, os.SEEK_END)
-            torn = log.read(1) != b"\n"
-    with episodes_path.open("a") as sink:
-        if torn:
-            sink.write("\n")
-        for record in _run(config, envs, agent, todo):
-            record["config_hash"] = config.config_hash
-            record["commit"] = commit  # the code that played it: a resumed run may span commits ...
-            record["versions"] = versions  # ... and installs
-            sink.write(json.dumps(record) + "\n")
-            sink.flush()
-            os.fsync(sink.fileno())
-            done[(record["seed"], record["chain"])] = record
+    for record in append_episodes(episodes_path, _run(config, envs, agent, todo), config):
+        done[(record["seed"], record["chain"])] = record
     full_length = getattr(envs[0].unwrapped, "chain_length", None)
     for env in envs:
         env.close()
@@ -280,8 +265,34 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
                         token_unit="tokens" if counts_tokens else "words", full_length=full_length,
                         model_name=_model_name(model), given=str(getattr(agent, "given", "")),
                         earlier=earlier)  # fmt: skip
-    _write_summary(out / f"{config.run_name}.json", summary)
+    write_summary(out / f"{config.run_name}.json", summary)
     return summary
+
+
+def append_episodes(path: Path, records: Iterable[dict[str, Any]], config: EvalConfig) -> Iterator[dict[str, Any]]:
+    """Append each of ``records`` to the episode log ``path`` as it arrives (flushed to disk), and yield it.
+
+    Each record is stamped with ``config``'s ``config_hash`` and with the commit and package versions of this
+    process. A last line a crash cut short is closed first. ``evaluate`` and ``sage play`` (sage_app/play.py)
+    write their logs through here.
+    """
+    commit, versions = _git_commit(), installed_versions()
+    torn = False  # a last line cut by a crash: the next record must start a line of its own, or it is lost
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as log:
+            log.seek(-1, os.SEEK_END)
+            torn = log.read(1) != b"\n"
+    with path.open("a") as sink:
+        if torn:
+            sink.write("\n")
+        for record in records:
+            record["config_hash"] = config.config_hash
+            record["commit"] = commit  # the code that played it: a resumed run may span commits ...
+            record["versions"] = versions  # ... and installs
+            sink.write(json.dumps(record) + "\n")
+            sink.flush()
+            os.fsync(sink.fileno())
+            yield record
 
 
 def _model_name(model: str) -> str:
@@ -298,7 +309,7 @@ def _read_summary(path: Path, config_hash: str) -> dict[str, Any]:
     return summary if summary.get("config_hash") == config_hash else {}
 
 
-def _write_summary(path: Path, summary: dict[str, Any]) -> None:
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """Write ``summary`` atomically (a temporary file renamed over ``path``)."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -340,7 +351,7 @@ def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str
         "given": old.get("given", ""),
     }
     if write:
-        _write_summary(path, summary)
+        write_summary(path, summary)
     return summary
 
 
