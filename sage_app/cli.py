@@ -1,4 +1,4 @@
-"""The sage command line: sage train, sage eval, sage demo, sage agents, sage leaderboard {evaluate,render}.
+"""The sage command line: sage train, eval, demo, agents, play, skills {show,export,validate}, leaderboard.
 
 sage train and sage demo take one option per field of their config dataclass (TrainConfig, DemoConfig), made from
 the fields themselves by :func:`config_options`: a new field is an option, with its default and its docstring as
@@ -230,6 +230,41 @@ def agents() -> None:
     width = max(map(len, names), default=0)
     for name in names:
         typer.echo(f"{name:<{width}}  {plain(agent_description(name)) or '-'}")
+
+
+def _chain_list(text: str) -> list[int]:
+    """``"0,1,5"`` -> ``[0, 1, 5]``."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a comma-separated list of chain numbers; e.g. 0,1") from None
+
+
+@app.command()
+def play(
+    env_id: Annotated[str, typer.Option(help="Gymnasium id.")] = "SageChain-ALFWorld-v0",
+    split: Annotated[str, typer.Option(help="Env split.")] = "valid_unseen",
+    chains: Annotated[str, typer.Option(help="Chains to play, in order, comma-separated (e.g. 0,1).")] = "0",
+    seed: Annotated[int, typer.Option(help="Episode seed of every chain.")] = 0,
+    skills: Annotated[str, typer.Option(help="Skill mode: program, guidance, both or none.")] = "program",
+    source: Annotated[
+        str | None, typer.Option(help="ALFWorld game source (generated / official); default: the env's.")
+    ] = None,
+    output: Annotated[Path, typer.Option(help="Results folder for the episode log and the summary.")] = Path(
+        "leaderboard/results"
+    ),
+) -> None:
+    """Play chains yourself in the terminal; the transcript is saved as a leaderboard entry of agent human.
+
+    Tab completes the admissible commands, a line ending in ':' starts a skill definition (ended by an empty
+    line), ? lists the commands, quit or Ctrl-D ends the session and saves what was played (sage_app/play.py).
+    """
+    from sage_app.play import play as play_session
+
+    try:
+        play_session(env_id, split, _chain_list(chains), seed, skills, source, output)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
 
 
 leaderboard_app = typer.Typer(add_completion=False, help="Evaluate agents and render LEADERBOARD.md.")
