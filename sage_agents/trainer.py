@@ -41,6 +41,7 @@ import torch
 
 from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
+from sage_agents.checkpoints import latest_checkpoint
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.decoding import trained_tokens
 from sage_agents.evaluation import evaluate_policy
@@ -599,12 +600,8 @@ class Trainer:
         return final
 
     def latest_checkpoint(self) -> Path | None:
-        """The newest complete checkpoint folder, or None."""
-        pointer = self.ckpt_dir / "latest"
-        if pointer.exists() and (self.ckpt_dir / pointer.read_text().strip()).is_dir():
-            return self.ckpt_dir / pointer.read_text().strip()
-        found = sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir() and not p.name.endswith(".old"))
-        return found[-1] if found else None
+        """The newest complete checkpoint folder, or None (:func:`sage_agents.checkpoints.latest_checkpoint`)."""
+        return latest_checkpoint(self.ckpt_dir)
 
     def _load_weights_hook(self, models: list[Any], input_dir: str) -> None:
         """``load_state`` pre-hook: load the weights from the checkpoint's ``model/`` (see ``save_checkpoint``)."""

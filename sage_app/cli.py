@@ -267,6 +267,100 @@ def play(
         raise typer.BadParameter(str(error)) from None
 
 
+skills_app = typer.Typer(add_completion=False, help="Show, export and validate skill libraries, checkpoints and runs.")
+app.add_typer(skills_app, name="skills")
+_SKILLS_PATH = "A SKILL.md library folder, a checkpoint folder or a run's output_dir (its newest checkpoint)."
+
+
+@skills_app.command("show")
+def skills_show(
+    path: Annotated[Path, typer.Argument(help=_SKILLS_PATH)],
+    diff: Annotated[
+        tuple[str, int, int] | None,
+        typer.Option(metavar="NAME V1 V2", help="Print the diff between two versions of one skill instead."),
+    ] = None,
+    plot: Annotated[Path | None, typer.Option(help="Draw ReSkill's lifecycle into this PNG.")] = None,
+) -> None:
+    """Each skill with its version, status, uses and provenance; ReSkill's lifecycle when the run has one."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from sage_agents.reskill.lifecycle import plot_lifecycle, read_lifecycle
+    from sage_app.skills_cli import lifecycle_lines, resolve, show_rows, version_diff
+
+    found = _resolved(path, resolve)
+    if diff is not None:
+        try:
+            typer.echo(version_diff(found, *diff) or f"versions {diff[1]} and {diff[2]} of {diff[0]} are the same")
+        except KeyError as error:
+            raise typer.BadParameter(error.args[0], param_hint="--diff") from None
+        return
+    console = Console()
+    console.print(f"{found.source}")
+    for shelf in found.shelves:
+        rows = show_rows(shelf)
+        table = Table(title=f"{shelf.label}: {len(rows)} skills", title_justify="left")
+        for column in ("skill", "kind", "version", "versions", "status", "uses", "provenance", "description"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*map(escape, row.values()))
+        console.print(table)
+    if found.lifecycle is None:
+        if plot is not None:
+            raise typer.BadParameter(f"{path} has no ReSkill lifecycle log to plot", param_hint="--plot")
+        return
+    events = read_lifecycle(found.lifecycle)
+    console.print(f"ReSkill lifecycle ({found.lifecycle}): {len(events)} events")
+    for line in lifecycle_lines(events):
+        console.print(escape(line), highlight=False)
+    drawn = found.lifecycle.with_suffix(".png")
+    if plot is not None:
+        drawn = plot_lifecycle(events, plot)
+    console.print(f"plot: {drawn}" if drawn.is_file() else "plot: none drawn yet (--plot OUT.png draws it)")
+
+
+def _resolved(path: Path, resolve: Callable[[Path], Any]) -> Any:
+    """``resolve(path)``, its errors as a clean usage error."""
+    from sage_envs.error import SkillError
+
+    try:
+        return resolve(path)
+    except (FileNotFoundError, SkillError, ValueError) as error:
+        raise typer.BadParameter(str(error), param_hint="PATH") from None
+
+
+@skills_app.command("export")
+def skills_export(
+    src: Annotated[Path, typer.Argument(help=_SKILLS_PATH)],
+    dest: Annotated[Path, typer.Argument(help="New or empty folder for the Agent Skills folders.")],
+) -> None:
+    """Write the live version of every skill as an Agent Skills folder (DEST/<name>/SKILL.md)."""
+    from sage_app.skills_cli import export, resolve
+    from sage_envs.error import SkillError
+
+    try:
+        written = export(_resolved(src, resolve), dest)
+    except (FileExistsError, SkillError) as error:
+        raise typer.BadParameter(str(error), param_hint="DEST") from None
+    typer.echo(f"wrote {len(written)} skill folders into {dest}")
+
+
+@skills_app.command("validate")
+def skills_validate(
+    folder: Annotated[Path, typer.Argument(help="A folder of SKILL.md folders, or one skill's folder.")],
+) -> None:
+    """Check each skill folder as the library loader does; print why each rejected one is; exit 1 if any is."""
+    from sage_app.skills_cli import validate
+
+    verdicts = validate(folder)
+    for verdict in verdicts:
+        typer.echo(f"ok        {verdict.name}" if verdict.skill else f"rejected  {verdict.name}: {verdict.reason}")
+    rejected = sum(v.skill is None for v in verdicts)
+    typer.echo(f"{len(verdicts) - rejected} accepted, {rejected} rejected")
+    if rejected:
+        raise typer.Exit(1)
+
+
 leaderboard_app = typer.Typer(add_completion=False, help="Evaluate agents and render LEADERBOARD.md.")
 app.add_typer(leaderboard_app, name="leaderboard")
 _PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
