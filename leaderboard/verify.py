@@ -11,6 +11,10 @@ created, skill reuse, the words the agent was shown (``tokens_in``) and, for age
 what the agent reported: they cannot be replayed, only summed. Then every figure of the summary is recomputed from
 the log (``leaderboard.evaluate.summary_episodes`` and the evaluator's own summary code) and compared.
 
+A difference is named at the first turn at which the replay can tell it: the log keeps per-task totals and one
+observation hash per chain, so an edit inside a task that pushes no total past its logged value shows at the
+task's last turn (a count or flag that comes out short), or at the chain's last turn (the observation hash).
+
 Exit status: 0 verified (one ``OK`` line with counts), 1 the log or the summary does not follow (the first chain,
 task and turn that differ, and what), 2 not checkable here (the official games or the starting skill library are
 absent). A full verification writes ``verified/<entry>.json`` beside the summary: the hashes of the summary and
@@ -141,7 +145,8 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
             span = f"over the task's {turn} turns" if last else "by this turn"
             for key in counted:
                 if tally[key] > record[key][t] or (last and tally[key] != record[key][t]):
-                    return Mismatch(seed, chain, t, turn, f"{key} is {record[key][t]}, the replay's {tally[key]} {span}")
+                    what = f"{key} is {record[key][t]}, the replay's {tally[key]} {span}"
+                    return Mismatch(seed, chain, t, turn, what)
             for key in LISTED:
                 logged = record[key][t]
                 if logged[: len(tally[key])] != tally[key] or (last and logged != tally[key]):
@@ -165,8 +170,8 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
                     return Mismatch(seed, chain, t, 0, f"{key} is {logged!r}, the env's {getattr(planned, key)!r}")
     if record.get("observations_sha256") != digest.hexdigest():
         turns = sum(len(a) for a in record["actions"])
-        return Mismatch(seed, chain, n - 1, len(record["actions"][-1]), f"observations_sha256 differs from the "
-                        f"replay's (the log holds one hash for the chain's {turns} observations, not one per turn)")  # fmt: skip
+        what = f"observations_sha256 differs from the replay's (one hash for the chain's {turns} observations)"
+        return Mismatch(seed, chain, n - 1, len(record["actions"][-1]), what)
     return None
 
 
@@ -301,10 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m leaderboard.verify", description=__doc__.splitlines()[0])
     parser.add_argument("summary", type=Path, help="the entry's summary JSON (its .episodes.jsonl lies beside it)")
-    parser.add_argument("--chains", type=int, default=None,
-                        help="replay only the first N chains of each seed (a partial check writes no record)")  # fmt: skip
-    parser.add_argument("--skills-path", default=None,
-                        help="the starting skill library's folder, when not at the agent_kwargs skills_path")  # fmt: skip
+    parser.add_argument(
+        "--chains", type=int, default=None, help="replay only the first N chains per seed (then no record is written)"
+    )
+    parser.add_argument(
+        "--skills-path", default=None, help="the starting skill library's folder (default: agent_kwargs skills_path)"
+    )
     parser.add_argument("--no-record", action="store_true", help="do not write verified/<entry>.json")
     args = parser.parse_args(argv)
     if args.chains is not None and args.chains < 1:
