@@ -80,7 +80,7 @@ SCRIPT = r"""
     var rows = Array.prototype.slice.call(body.rows).map(function (tr, i) { return [tr, i]; });
     rows.sort(function (a, b) {
       var x = key(a[0].cells[col], numeric), y = key(b[0].cells[col], numeric);
-      var c = numeric ? x - y : String(x).localeCompare(String(y));
+      var c = numeric ? x - y : (x < y ? -1 : x > y ? 1 : 0);  // code-point order, as Python's sorted
       return c !== 0 ? dir * c : a[1] - b[1];
     });
     rows.forEach(function (r) { body.appendChild(r[0]); });
