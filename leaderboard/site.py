@@ -112,8 +112,11 @@ def _prose(markdown: str) -> str:
 
 
 def load_entries(results: Path) -> list[dict[str, Any]]:
-    """Every summary in ``results`` with a ``site`` key: its ``id`` (file stem), ``episodes`` (the log's link in
-    the site, None when the log is missing) and ``verification`` (the record when it still matches, else None)."""
+    """Every summary in ``results``, with a ``site`` key added.
+
+    ``site`` holds ``id`` (the file stem), ``episodes`` (the log's link in the site, None when the log is missing)
+    and ``verification`` (the verification record while it still matches, else None).
+    """
     entries = []
     for path in summary_paths(results):
         log = episodes_path(path)
@@ -165,8 +168,8 @@ def tokens_chart(rows: list[dict[str, Any]]) -> str:
                      f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{py(low):.1f}" y2="{py(high):.1f}" stroke="{colour}"/>'
                      f'<circle cx="{x:.1f}" cy="{py(s["tgc"]):.1f}" r="5" fill="{fill}" stroke="{colour}" '
                      'stroke-width="2"/></g>')  # fmt: skip
-    parts.append(f'<text x="{left + plot_w / 2}" y="{height - 8}" text-anchor="middle">tokens per task</text>'
-                 f'<text transform="translate(13 {top + plot_h / 2}) rotate(-90)" text-anchor="middle">TGC %</text>')  # fmt: skip
+    parts.append(f'<text x="{left + plot_w / 2}" y="{height - 8}" text-anchor="middle">tokens per task</text>')
+    parts.append(f'<text transform="translate(13 {top + plot_h / 2}) rotate(-90)" text-anchor="middle">TGC %</text>')
     parts += _legend(colours, left + plot_w + 20, top + 8, hollow)
     return _svg(width, height, parts, "TGC against tokens per task")
 
@@ -199,7 +202,8 @@ def task_type_chart(rows: list[dict[str, Any]]) -> str:
         lines = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[(len(words) + 1) // 2 :])]
         spans = "".join(f'<tspan x="{centre:.1f}" dy="{13 if k else 0}">{_esc(line)}</tspan>'
                         for k, line in enumerate(lines) if line)  # fmt: skip
-        parts.append(f'<text y="{top + plot_h + 16}" text-anchor="middle"><title>{_esc(task_type)}</title>{spans}</text>')
+        title = f"<title>{_esc(task_type)}</title>"
+        parts.append(f'<text y="{top + plot_h + 16}" text-anchor="middle">{title}{spans}</text>')
     parts += _legend(colours, left + plot_w + 20, top + 8)
     return _svg(width, height, parts, "success per task type")
 

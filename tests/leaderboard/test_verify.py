@@ -59,7 +59,8 @@ def test_a_fabricated_success_fails_at_the_tasks_last_turn(tmp_path, capsys):
     chain = next(r["chain"] for r in records[:5] if not r["success"][0])
     _edit(summary, chain, lambda r: r["success"].__setitem__(0, True))
     assert main([str(summary), "--chains", "5"]) == 1
-    assert capsys.readouterr().out.strip().endswith(
+    out = capsys.readouterr().out.strip()
+    assert out.endswith(
         f"chain {chain} (seed 0), task 0, turn 30: success is True, the replay's False over the task's 30 turns"
     )
 
