@@ -104,12 +104,15 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
     if len(record["success"]) != n:
         return Mismatch(seed, chain, 0, 0, f"the log holds {len(record['success'])} tasks, the env's chain {n}")
     error_task = record.get("agent_error", {}).get("task_index")
-    counted = COUNTED + (("tokens",) if words else ())
+    # Records logged before a field existed lack it: what a record does not hold is not checked (verify names it).
+    counted = [key for key in COUNTED + (("tokens",) if words else ()) if key in record]
+    listed, flagged = [key for key in LISTED if key in record], [key for key in FLAGGED if key in record]
     digest = hashlib.sha256()
     ended = False  # whether the chain terminated
     for t in range(n):
         actions = record["actions"][t]
-        tally: dict[str, Any] = {**dict.fromkeys(counted, 0), **{k: [] for k in LISTED}, **dict.fromkeys(FLAGGED, 0)}
+        tally: dict[str, Any] = {**dict.fromkeys(COUNTED + ("tokens",), 0), **{k: [] for k in LISTED}}
+        tally.update(dict.fromkeys(FLAGGED, 0))
         if len(actions) != record["steps"][t]:
             return Mismatch(seed, chain, t, len(actions), f"steps is {record['steps'][t]}, the log holds "
                             f"{len(actions)} actions for this task")  # fmt: skip
@@ -147,11 +150,11 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
                 if tally[key] > record[key][t] or (last and tally[key] != record[key][t]):
                     what = f"{key} is {record[key][t]}, the replay's {tally[key]} {span}"
                     return Mismatch(seed, chain, t, turn, what)
-            for key in LISTED:
+            for key in listed:
                 logged = record[key][t]
                 if logged[: len(tally[key])] != tally[key] or (last and logged != tally[key]):
                     return Mismatch(seed, chain, t, turn, f"{key} is {logged}, the replay's {tally[key]} {span}")
-            for key in FLAGGED:
+            for key in flagged:
                 if (tally[key] and not record[key][t]) or (last and bool(tally[key]) != bool(record[key][t])):
                     return Mismatch(seed, chain, t, turn, f"{key} is {record[key][t]}, the replay's "
                                     f"{bool(tally[key])} {span}")  # fmt: skip
@@ -159,7 +162,7 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
             return Mismatch(seed, chain, t, len(actions), "the log's last action for this task left it unfinished "
                             "and the record names no agent error")  # fmt: skip
         if not actions:  # a task never played (an agent error before it): nothing to its name
-            for key in counted + LISTED + FLAGGED:
+            for key in counted + listed + flagged:
                 if record[key][t]:
                     return Mismatch(seed, chain, t, 0, f"{key} is {record[key][t]} for a task with no actions")
             if error_task is None or t < error_task:
@@ -168,7 +171,7 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
             for key, logged in (("task_id", record["task_ids"][t]), ("task_type", record["task_types"][t])):
                 if getattr(planned, key, "") != logged:
                     return Mismatch(seed, chain, t, 0, f"{key} is {logged!r}, the env's {getattr(planned, key)!r}")
-    if record.get("observations_sha256") != digest.hexdigest():
+    if "observations_sha256" in record and record["observations_sha256"] != digest.hexdigest():
         turns = sum(len(a) for a in record["actions"])
         what = f"observations_sha256 differs from the replay's (one hash for the chain's {turns} observations)"
         return Mismatch(seed, chain, n - 1, len(record["actions"][-1]), what)
@@ -258,7 +261,8 @@ def verify(
         skills_path: the starting skill library's folder, when not at the summary's ``agent_kwargs`` path.
 
     Returns:
-        The counts checked (``chains``, ``turns``, ``tasks``) and the first difference: a :class:`Mismatch` of
+        The counts checked (``chains``, ``turns``, ``tasks``; ``unchecked``: the checked fields some record
+        lacks, logged before they existed) and the first difference: a :class:`Mismatch` of
         the replay, a sentence on the summary, or None when everything follows.
 
     Raises:
@@ -268,7 +272,9 @@ def verify(
     replayed = records if chains is None else [r for r in records if r["chain"] < chains]
     library = _skill_library(summary, skills_path)
     words = summary.get("token_unit") == "words"
-    counts = {"chains": 0, "tasks": 0, "turns": 0}
+    counts: dict[str, Any] = {"chains": 0, "tasks": 0, "turns": 0}
+    checked = (*COUNTED, *LISTED, *FLAGGED, "observations_sha256", *(("tokens",) if words else ()))
+    counts["unchecked"] = sorted({key for r in replayed for key in checked if key not in r})
     env = _make_env(summary)
     try:
         for record in replayed:
@@ -329,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED {name}: {mismatch}")
         return 1
     partial = f" (first {args.chains} chains per seed; no record written)" if args.chains else ""
+    lacking = f"; not in the log, so not checked: {', '.join(counts['unchecked'])}" if counts["unchecked"] else ""
     print(f"OK {name}: {counts['chains']} chains, {counts['tasks']} tasks, {counts['turns']} turns replayed; "
-          f"summary recomputed from the log{partial}")  # fmt: skip
+          f"summary recomputed from the log{lacking}{partial}")  # fmt: skip
     if not args.chains and not args.no_record:
         print(f"wrote {_write_record(args.summary, counts, argv)}")
     return 0

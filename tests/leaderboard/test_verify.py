@@ -114,3 +114,11 @@ def test_a_missing_starting_skill_library_is_not_checked(tmp_path, capsys):
     summary.write_text(json.dumps(data))
     assert main([str(summary), "--chains", "1"]) == 2
     assert "--skills-path" in capsys.readouterr().out
+
+
+def test_fields_a_log_predates_are_named_not_checked(tmp_path, capsys):
+    summary = _copy(tmp_path, EXPERT)
+    for chain in (0, 1):
+        _edit(summary, chain, lambda r: r.pop("skill_calls"))
+    assert main([str(summary), "--chains", "2"]) == 0
+    assert "not in the log, so not checked: skill_calls (first 2 chains" in capsys.readouterr().out
