@@ -45,7 +45,7 @@ from sage_agents.evaluation import summarize_records
 from sage_envs.error import DataNotFoundError
 from sage_envs.skills import SkillLibrary
 
-__all__ = ["Mismatch", "NotCheckable", "record_path", "replay_chain", "summary_mismatch", "verification_status",
+__all__ = ["Mismatch", "record_path", "replay_chain", "summary_mismatch", "verification_status",
            "verify", "main"]  # fmt: skip
 
 VERIFIED_DIR = "verified"
@@ -75,10 +75,6 @@ class Mismatch:
 
     def __str__(self) -> str:
         return f"chain {self.chain} (seed {self.seed}), task {self.task}, turn {self.turn}: {self.what}"
-
-
-class NotCheckable(Exception):
-    """The entry cannot be replayed here (its games or its starting skill library are absent)."""
 
 
 def _words(text: str) -> int:
@@ -225,14 +221,13 @@ def verification_status(summary_path: str | os.PathLike) -> dict[str, Any] | Non
 
 
 def _make_env(summary: dict[str, Any]) -> gym.Env:
-    """The entry's env, or :class:`NotCheckable` when its games are absent here."""
+    """The entry's env; DataNotFoundError when its games are absent here."""
     try:
         env = gym.make(summary["env"], **summary["env_kwargs"])
         env.reset(seed=0, options={"chain": 0})  # official games are looked up by the first reset
     except DataNotFoundError as error:
-        raise NotCheckable(
-            f"the entry's {summary['source']} games of {summary['env']} are not here ({error}); for official ALFWorld "
-            "games set ALFWORLD_DATA to the folder holding json_2.1.1/ and rerun."
+        raise DataNotFoundError(
+            f"the entry's {summary['source']} games of {summary['env']} are not here: {error}"
         ) from error
     return env
 
@@ -243,7 +238,7 @@ def _skill_library(summary: dict[str, Any], skills_path: str | None) -> SkillLib
     if not path:
         return None
     if not Path(path).is_dir():
-        raise NotCheckable(
+        raise DataNotFoundError(
             f"the agent started every chain from the skill library at {path!r}, which is not here; replaying "
             "without it would differ. Give its copy with --skills-path DIR."
         )
@@ -266,7 +261,7 @@ def verify(
         the replay, a sentence on the summary, or None when everything follows.
 
     Raises:
-        NotCheckable: the entry's games or starting skill library are absent here.
+        DataNotFoundError: the entry's games or starting skill library are absent here.
     """
     summary, records = summary_episodes(summary_path)
     replayed = records if chains is None else [r for r in records if r["chain"] < chains]
@@ -325,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.summary.name
     try:
         counts, mismatch = verify(args.summary, args.chains, args.skills_path)
-    except NotCheckable as error:
+    except DataNotFoundError as error:
         print(f"NOT CHECKED {name}: {error}")
         return 2
     except ValueError as error:  # the log lacks episodes the summary counts
