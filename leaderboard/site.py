@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.screenshot:
         args.screenshot.parent.mkdir(parents=True, exist_ok=True)
         headless((args.output / "index.html").resolve().as_uri(), f"--screenshot={args.screenshot.resolve()}",
-                 "--window-size=1800,1500")  # fmt: skip
+                 "--window-size=2300,1500")  # fmt: skip
         print(f"screenshot {args.screenshot}")
 
 

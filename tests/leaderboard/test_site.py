@@ -156,4 +156,4 @@ def test_the_screenshot_is_a_png_of_the_page(tmp_path):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
-    assert (width, height) == (1800, 1500) and len(data) > 50_000  # a rendered page, not a blank one
+    assert (width, height) == (2300, 1500) and len(data) > 50_000  # a rendered page, not a blank one
