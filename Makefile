@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-quick expert-demo test install lint clean
+.PHONY: demo demo-quick expert-demo test install browser lint clean
 
 install: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_SPEC)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
 	touch $(STAMP)
+
+# Headless Chromium (Debian's package) for the leaderboard site's browser tests, which skip without it; needs root.
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 # The main job (sage_app/demo.py): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> evaluation table and plots.
 demo: $(STAMP)

@@ -38,8 +38,9 @@ from sage_agents.models import describe_model
 from sage_agents.registry import make_agent
 
 __all__ = [
-    "BOOTSTRAP_SAMPLES", "EvalConfig", "append_episodes", "evaluate", "installed_versions", "main", "play_chain",
-    "play_chains", "read_episodes", "resummarize", "summarize", "write_summary",
+    "BOOTSTRAP_SAMPLES", "EvalConfig", "append_episodes", "episodes_path", "evaluate", "git_commit",
+    "installed_versions", "main", "play_chain", "play_chains", "read_episodes", "resummarize", "summarize",
+    "summary_episodes", "write_summary",
 ]  # fmt: skip
 # Packages whose version can change a result: the dependency ranges are open, so two installs of one commit may
 # differ (a fresh install reran the 3-layer demo's seed 0 with other SFT numbers; docs/demo.md).
@@ -159,7 +160,7 @@ def _provenance(records: list[dict[str, Any]], earlier: dict[str, Any]) -> tuple
     A record without its own (logged before episodes carried them) takes ``earlier``'s, never this process's.
     """
     if not records:
-        return _git_commit(), installed_versions()
+        return git_commit(), installed_versions()
     commits = {str(r.get("commit", earlier.get("commit", "unknown"))) for r in records}
     joined: dict[str, set[str]] = {}
     for r in records:
@@ -179,7 +180,8 @@ def installed_versions() -> dict[str, str]:
     return versions
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
+    """The checked-out commit of this project's code, or "unknown" outside a git checkout."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                              cwd=Path(__file__).resolve().parent)  # fmt: skip
@@ -243,18 +245,18 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     """Run (or resume) the evaluation and write ``<run_name>.episodes.jsonl`` and ``<run_name>.json``."""
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
-    episodes_path = out / f"{config.run_name}.episodes.jsonl"
+    log_path = out / f"{config.run_name}.episodes.jsonl"
     agent = make_agent(config.agent, **config.agent_kwargs)
     # With workers, each builds its own envs: this process only needs one to read the split's size and source.
     envs = _make_envs(config, agent) if config.workers == 1 else [gym.make(config.env, **config.make_kwargs)]
     num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
     source = str(getattr(envs[0].unwrapped.domain, "source", "default"))
     todo_all = [(seed, chain) for seed in config.seeds for chain in range(num_chains)]
-    done = read_episodes(episodes_path, config.config_hash)
+    done = read_episodes(log_path, config.config_hash)
     todo = [key for key in todo_all if key not in done]
 
     earlier = _read_summary(out / f"{config.run_name}.json", config.config_hash)
-    for record in append_episodes(episodes_path, _run(config, envs, agent, todo), config):
+    for record in append_episodes(log_path, _run(config, envs, agent, todo), config):
         done[(record["seed"], record["chain"])] = record
     full_length = getattr(envs[0].unwrapped, "chain_length", None)
     for env in envs:
@@ -276,7 +278,7 @@ def append_episodes(path: Path, records: Iterable[dict[str, Any]], config: EvalC
     process. A last line a crash cut short is closed first. ``evaluate`` and ``sage play`` (sage_app/play.py)
     write their logs through here.
     """
-    commit, versions = _git_commit(), installed_versions()
+    commit, versions = git_commit(), installed_versions()
     torn = False  # a last line cut by a crash: the next record must start a line of its own, or it is lost
     if path.exists() and path.stat().st_size:
         with path.open("rb") as log:
@@ -323,6 +325,33 @@ PROVENANCE_KEYS = (
 """Summary keys that say what was played, by what and where; :func:`resummarize` keeps them as they are."""
 
 
+def episodes_path(summary_path: str | os.PathLike) -> Path:
+    """The episode log that belongs to a summary JSON (``<run_name>.json`` -> ``<run_name>.episodes.jsonl``)."""
+    path = Path(summary_path)
+    return path.with_name(path.name.removesuffix(".json") + ".episodes.jsonl")
+
+
+def summary_episodes(summary_path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A written summary and the episode records it summarizes, in ``(seed, chain)`` order.
+
+    The records are those of the summary's ``config_hash`` in its episode log, chains ``0 .. n_chains /
+    len(seeds) - 1`` of each seed; raises ValueError naming the first missing one when the log lacks any.
+    """
+    path = Path(summary_path)
+    summary = json.loads(path.read_text())
+    episodes = episodes_path(path)
+    done = read_episodes(episodes, summary["config_hash"])
+    n_seeds = len(summary["seeds"])
+    keys = [(seed, chain) for seed in summary["seeds"] for chain in range(summary["n_chains"] // n_seeds)]
+    missing = [key for key in keys if key not in done]
+    if missing:
+        raise ValueError(
+            f"{episodes} lacks {len(missing)} of the {len(keys)} (seed, chain) episodes of config_hash "
+            f"{summary['config_hash']} that {path.name} summarizes (first: {missing[0]}); rerun the evaluation."
+        )
+    return summary, [done[key] for key in keys]
+
+
 def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str, Any]:
     """Recompute a written summary's figures from its episode log, keeping its provenance; returns the new one.
 
@@ -333,17 +362,8 @@ def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str
     else filled in (``model_name`` describes ``model`` when that folder is here).
     """
     path = Path(summary_path)
-    old = json.loads(path.read_text())
-    episodes = path.with_name(path.name.removesuffix(".json") + ".episodes.jsonl")
-    done = read_episodes(episodes, old["config_hash"])
-    keys = [(seed, chain) for seed in old["seeds"] for chain in range(old["n_chains"] // len(old["seeds"]))]
-    missing = [key for key in keys if key not in done]
-    if missing:
-        raise ValueError(
-            f"{episodes} lacks {len(missing)} of the {len(keys)} (seed, chain) episodes of config_hash "
-            f"{old['config_hash']} that {path.name} summarizes (first: {missing[0]}); rerun the evaluation."
-        )
-    figures = summarize_records([done[key] for key in keys], old.get("env_kwargs", {}).get("chain_length"))
+    old, records = summary_episodes(path)
+    figures = summarize_records(records, old.get("env_kwargs", {}).get("chain_length"))
     summary = {
         **figures,
         **{key: old[key] for key in PROVENANCE_KEYS if key in old},

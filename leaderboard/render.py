@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Any
 
 
+def summary_paths(results: Path) -> list[Path]:
+    """The summary JSONs directly in ``results``, sorted (episode logs and the ``verified/`` records are not)."""
+    return sorted(results.glob("*.json"))
+
+
 def load_summaries(results: Path) -> list[dict[str, Any]]:
-    """Every summary JSON under ``results`` (episode JSONL files are skipped)."""
-    return [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
+    """Every summary JSON in ``results`` (:func:`summary_paths`)."""
+    return [json.loads(p.read_text()) for p in summary_paths(results)]
 
 
 LEGEND = [
@@ -65,8 +70,13 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def _interval(summary: dict[str, Any], key: str) -> list[float]:
+    """The 95% interval of ``key`` (the point itself when the summary has none)."""
+    return summary.get("ci95", {}).get(key, [summary[key], summary[key]])
+
+
 def _ci(summary: dict[str, Any], key: str) -> str:
-    low, high = summary.get("ci95", {}).get(key, (summary[key], summary[key]))
+    low, high = _interval(summary, key)
     return f"[{_pct(low)}, {_pct(high)}]"
 
 
@@ -130,6 +140,41 @@ def protocol_paragraph(rows: list[dict[str, Any]]) -> str:
     return " ".join(lines)
 
 
+COLUMNS = [
+    "agent", "model", "given", "skills", "chains", "TGC", "TGC 95% CI", "SGC", "SGC 95% CI", "SGC full",
+    "SGC full 95% CI", "steps", "engine steps", "tokens", "skill reuse", "skills/chain", "errors", "seeds", "commit",
+]  # fmt: skip
+"""The header of an entry table (each name is explained in :data:`LEGEND`)."""
+
+
+def table_row(s: dict[str, Any]) -> list[tuple[str, float | str]]:
+    """One entry's cells under :data:`COLUMNS`: each its text and the value it sorts by (a number where one is)."""
+    words = " w" if _counted_in_words(s) else ""
+    if "sgc_full_length" in s:
+        full = [(_pct(s["sgc_full_length"]), s["sgc_full_length"]),
+                (_ci(s, "sgc_full_length"), _interval(s, "sgc_full_length")[0])]  # fmt: skip
+    else:
+        full = [("-", -1.0), ("-", -1.0)]
+    mix = length_mix(s)
+    errors = s.get("agent_errors")
+    return [
+        (s["agent"], s["agent"]), (s.get("model_name") or s["model"],) * 2, (s.get("given") or "-",) * 2,
+        (s.get("env_kwargs", {}).get("skills", "env default"),) * 2,
+        (f"{s['n_chains']} ({mix})" if mix else str(s["n_chains"]), s["n_chains"]),
+        (_pct(s["tgc"]), s["tgc"]), (_ci(s, "tgc"), _interval(s, "tgc")[0]),
+        (_pct(s["sgc"]), s["sgc"]), (_ci(s, "sgc"), _interval(s, "sgc")[0]), *full,
+        (f"{s['mean_steps']:.1f}", s["mean_steps"]), (f"{s['mean_primitive_steps']:.1f}", s["mean_primitive_steps"]),
+        (f"{s['mean_tokens']:.1f}{words}", s["mean_tokens"]), (_pct(s["skill_reuse_rate"]), s["skill_reuse_rate"]),
+        (f"{s['skills_created']:.2f}", s["skills_created"]), ("-" if errors is None else str(errors), errors or 0),
+        (",".join(map(str, s["seeds"])),) * 2, ("+".join(c[:8] for c in str(s["commit"]).split("+")),) * 2,
+    ]  # fmt: skip
+
+
+def ranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries best first: by SGC, then TGC, then name (the order of every table)."""
+    return sorted(rows, key=lambda s: (-s["sgc"], -s["tgc"], s["agent"]))
+
+
 def render_markdown(summaries: list[dict[str, Any]]) -> str:
     """One table per (env, split, source, protocol), rows sorted by SGC then TGC, best first."""
     lines = [
@@ -146,31 +191,18 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
         *(f"- **{name}**: {meaning}." for name, meaning in LEGEND),
     ]
     for (env, split, source, played), rows in groups(summaries).items():
-        rows = sorted(rows, key=lambda s: (-s["sgc"], -s["tgc"], s["agent"]))
+        rows = ranked(rows)
         lines += [
             "",
             f"## {env} / {split} / {source} ({played})",
             "",
             protocol_paragraph(rows),
             "",
-            "| agent | model | given | skills | chains | TGC | TGC 95% CI | SGC | SGC 95% CI | SGC full | "
-            "SGC full 95% CI | steps | engine steps | tokens | skill reuse | skills/chain | errors | seeds | commit |",
-            "|---" * 19 + "|",
+            "| " + " | ".join(COLUMNS) + " |",
+            "|---" * len(COLUMNS) + "|",
         ]
         for s in rows:
-            words = " w" if _counted_in_words(s) else ""
-            full = ("-", "-") if "sgc_full_length" not in s else (_pct(s["sgc_full_length"]), _ci(s, "sgc_full_length"))
-            mix = length_mix(s)
-            chains = f"{s['n_chains']} ({mix})" if mix else str(s["n_chains"])
-            cells = [
-                s["agent"], s.get("model_name") or s["model"], s.get("given") or "-",
-                s.get("env_kwargs", {}).get("skills", "env default"), chains, _pct(s["tgc"]), _ci(s, "tgc"),
-                _pct(s["sgc"]), _ci(s, "sgc"), *full, f"{s['mean_steps']:.1f}", f"{s['mean_primitive_steps']:.1f}",
-                f"{s['mean_tokens']:.1f}{words}", _pct(s["skill_reuse_rate"]), f"{s['skills_created']:.2f}",
-                s.get("agent_errors", "-"), ",".join(map(str, s["seeds"])),
-                "+".join(c[:8] for c in str(s["commit"]).split("+")),
-            ]  # fmt: skip
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(_cell(text) for text, _ in table_row(s)) + " |")
         types = sorted({t for s in rows for t in s["per_task_type"]})
         lines += ["", "Success per task type (%):", "", "| agent | " + " | ".join(types) + " |",
                   "|---" * (len(types) + 1) + "|"]  # fmt: skip
