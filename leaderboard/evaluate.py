@@ -58,7 +58,7 @@ class EvalConfig:
     env: str = "SageChain-ALFWorld-v0"
     """Versioned env id."""
     split: str = "valid_unseen"
-    """Split to evaluate on: train, valid_seen or valid_unseen."""
+    """Split to evaluate on: one the env's domain declares (ALFWorld: train, valid_seen or valid_unseen)."""
     num_chains: int = 100
     """How many chains (the first ones of the split) to play per seed; capped at the split's size."""
     output: str = "leaderboard/results"
@@ -218,7 +218,7 @@ def _make_envs(config: EvalConfig, agent: Any) -> list[gym.Env]:
 def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """Play ``todo`` in this process, building the agent and its envs once per process."""
     if "agent" not in _WORKER:
-        _WORKER["agent"] = make_agent(config.agent, **config.agent_kwargs)
+        _WORKER["agent"] = make_agent(config.agent, **{"env_id": config.env, **config.agent_kwargs})
         _WORKER["envs"] = _make_envs(config, _WORKER["agent"])
     return list(play_chains(_WORKER["envs"], _WORKER["agent"], todo))
 
@@ -246,7 +246,7 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / f"{config.run_name}.episodes.jsonl"
-    agent = make_agent(config.agent, **config.agent_kwargs)
+    agent = make_agent(config.agent, **{"env_id": config.env, **config.agent_kwargs})
     # With workers, each builds its own envs: this process only needs one to read the split's size and source.
     envs = _make_envs(config, agent) if config.workers == 1 else [gym.make(config.env, **config.make_kwargs)]
     num_chains = min(config.num_chains, envs[0].unwrapped.num_chains)
@@ -411,7 +411,11 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
     parser = argparse.ArgumentParser(prog="python -m leaderboard.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, help="registered agent name")
     parser.add_argument("--env", default="SageChain-ALFWorld-v0", help="versioned env id")
-    parser.add_argument("--split", default="valid_unseen", choices=["train", "valid_seen", "valid_unseen"])
+    parser.add_argument(
+        "--split",
+        default="valid_unseen",
+        help="a split the env's domain declares (ALFWorld: train, valid_seen, valid_unseen)",
+    )
     parser.add_argument("--num-chains", type=int, default=100, help="chains per seed (the split's first ones)")
     parser.add_argument("--output", default="leaderboard/results", help="results folder")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="episode seeds")

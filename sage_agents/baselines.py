@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from sage_envs.registration import DEFAULT_ENV_ID
+
 
 class RandomAgent:
     """Picks uniformly among the admissible commands (the lower bound of every leaderboard)."""
@@ -34,16 +36,24 @@ def make_random(seed: int = 0) -> RandomAgent:
     return RandomAgent(seed=seed)
 
 
-def make_expert(use_skills: bool = True, skills: list[str] | None = None, skills_path: str | None = None):
-    """The scripted ALFWorld expert: plans from the observations only, defines and reuses program skills.
+def make_expert(
+    use_skills: bool = True,
+    skills: list[str] | None = None,
+    skills_path: str | None = None,
+    env_id: str = DEFAULT_ENV_ID,
+):
+    """The scripted expert of the env's domain: plans from the observations only, defines and reuses skills.
 
-    ``skills_path``: a folder of SKILL.md folders every chain starts from; the expert calls those of its skills
-    found there without defining them (what cross-chain reuse of a skill bank would cost, at perfect play).
+    ``env_id``: the env it plays (the evaluator passes its ``--env``); its domain supplies the expert
+    (:meth:`sage_envs.domain.Domain.expert`). ``skills``: the names of the domain's skill templates it may use
+    (None = all). ``skills_path``: a folder of SKILL.md folders every chain starts from; the expert calls those of
+    its skills found there without defining them (what cross-chain reuse of a skill bank would cost, at perfect
+    play).
     """
-    from sage_envs.domains.alfworld import AlfworldExpert
+    import sage_envs
     from sage_envs.skills import SkillLibrary
 
-    expert = AlfworldExpert(use_skills=use_skills, skills=skills)
+    expert = sage_envs.domain_class(env_id).expert(use_skills=use_skills, skills=skills)
     expert.skill_library = SkillLibrary.load(skills_path) if skills_path else None
     # What it is handed, in words (the leaderboard's "given"): hand-written rules, not a learned policy.
     parts = ["hand-written rules", "the admissible commands"]

@@ -8,7 +8,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from sage_envs.error import InvalidConfigError
+from sage_envs.domain import ENTITY_PATTERN
+from sage_envs.error import InvalidConfigError, NoDomainError
 
 ALGOS = ("grpo", "sage", "reskill")
 RESKILL_DISCOUNTS = ("eb", "none", "last_step")
@@ -29,6 +30,20 @@ REMOVED_FIELDS = {
 
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
 
+
+
+def entity_pattern(env_id: str) -> str:
+    """How ``env_id``'s domain names an entity (:attr:`sage_envs.domain.Domain.entity_pattern`).
+
+    The default pattern for an env that names no domain (a test double, a third-party env) or is not registered
+    yet (a config is checked before its env's package registers it).
+    """
+    import sage_envs
+
+    try:
+        return sage_envs.domain_class(env_id).entity_pattern
+    except (NoDomainError, InvalidConfigError):
+        return ENTITY_PATTERN
 
 @dataclass
 class TrainConfig:
@@ -342,7 +357,13 @@ class TrainConfig:
         names = ("history_turns", "earlier_actions", "skill_descriptions", "max_new_tokens", "temperature", "top_p",
                  "constrained", "skill_calls", "skill_templates", "write_skills", "max_argument_options",
                  "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
-        return {name: getattr(self, name) for name in names}
+        kwargs = {name: getattr(self, name) for name in names}
+        # The env's domain says how it names entities (skill-call arguments); the default is left out, so that
+        # the options of a run on a domain with the default pattern (ALFWorld) read as they always did.
+        pattern = entity_pattern(self.env_id)
+        if pattern != ENTITY_PATTERN:
+            kwargs["entity_pattern"] = pattern
+        return kwargs
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every field."""

@@ -1,8 +1,9 @@
 """Models without downloads: a tiny causal LM + word-level tokenizer built locally, or any HF LM by path.
 
-The tokenizer is word-level (``tokenizers.models.WordLevel``) over the env vocabulary: ALFWorld command words
-and messages (the wheel's ``alfred.twl2``), object / receptacle names (``alfworld.gen.constants``), goal
-templates (``alfworld.gen.goal_library``), the skill DSL keywords, digits and punctuation. A word that
+The tokenizer is word-level (``tokenizers.models.WordLevel``) over the env vocabulary: the words of the env's
+domain (:meth:`sage_envs.domain.Domain.vocabulary`; for ALFWorld the command words and messages of the wheel's
+``alfred.twl2``, object / receptacle names and goal templates), the skill DSL keywords, digits and punctuation.
+A word that
 follows a space is a separate token with a leading ``▁`` (as in SentencePiece), so
 ``decode(encode(text)) == text.lower()`` for in-vocabulary text, including the newlines and indentation of
 skill definitions. Nothing here touches the Hugging Face Hub.
@@ -20,6 +21,8 @@ from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
+
+from sage_envs.registration import DEFAULT_ENV_ID
 
 PAD, EOS, BOS, UNK = "<pad>", "<eos>", "<bos>", "<unk>"
 SPECIAL_TOKENS = (PAD, EOS, BOS, UNK)
@@ -41,21 +44,21 @@ BUILTIN_TEXT = (
 )
 
 
-def alfworld_texts() -> list[str]:
-    """Texts that cover ALFWorld's vocabulary, read from the installed ``alfworld`` wheel ([] if absent)."""
-    texts: list[str] = []
+def domain_texts(env_id: str) -> list[str]:
+    """The vocabulary texts of ``env_id``'s domain (:meth:`~sage_envs.domain.Domain.vocabulary`).
+
+    [] for a registered env whose entry point names no domain (a test double, a third-party env).
+
+    Raises:
+        sage_envs.error.InvalidConfigError: ``env_id`` is not registered.
+    """
+    import sage_envs
+    from sage_envs.error import NoDomainError
+
     try:
-        import alfworld.gen.constants as constants
-        import alfworld.gen.goal_library as goals
-    except ImportError:  # the agents still work on other domains
-        return texts
-    names = set(constants.OBJECTS) | set(constants.RECEPTACLES)
-    texts.append(" ".join(sorted(name.lower() for name in names)))
-    texts += [template for goal in goals.gdict.values() for template in goal.get("templates", [])]
-    twl2 = Path(constants.__file__).resolve().parents[1] / "data" / "alfred.twl2"
-    if twl2.exists():
-        texts.append(twl2.read_text(errors="replace"))
-    return texts
+        return sage_envs.domain_class(env_id).vocabulary()
+    except NoDomainError:
+        return []
 
 
 def _pipeline() -> tuple[Any, Any, Any]:
@@ -73,13 +76,20 @@ def _pipeline() -> tuple[Any, Any, Any]:
 
 
 def build_tokenizer(
-    texts: Iterable[str] = (), *, include_alfworld: bool = True, min_frequency: int = 1, max_vocab: int = 8192
+    texts: Iterable[str] = (),
+    *,
+    env_id: str | None = DEFAULT_ENV_ID,
+    include_alfworld: bool = True,
+    min_frequency: int = 1,
+    max_vocab: int = 8192,
 ):
     """Build a word-level ``PreTrainedTokenizerFast`` from ``texts`` plus the built-in env vocabulary.
 
     Args:
         texts: extra texts (observations, tasks, expert actions) whose words join the vocabulary.
-        include_alfworld: add the vocabulary read from the installed ``alfworld`` wheel.
+        env_id: the env whose domain vocabulary (:func:`domain_texts`) joins; None = no domain's.
+        include_alfworld: False leaves the domain vocabulary out (its name from before domains offered one:
+            the same as ``env_id=None``).
         min_frequency: drop words of ``texts`` seen fewer times (built-in words are always kept).
         max_vocab: keep at most this many tokens (most frequent first).
 
@@ -102,7 +112,7 @@ def build_tokenizer(
     counts = Counter({w: c for w, c in counts.items() if c >= min_frequency})
     base = [BUILTIN_TEXT, DSL_WORDS, PUNCTUATION, " ".join(str(d) for d in range(10))]
     base.append(" ".join("abcdefghijklmnopqrstuvwxyz"))  # one-letter names (``for r in receptacles``)
-    base += alfworld_texts() if include_alfworld else []
+    base += domain_texts(env_id) if env_id is not None and include_alfworld else []
     for text in base:  # every base word in both forms: "go" (line start) and "▁go" (after a space)
         for word in words(text) + words(text.replace("\n", " ")):
             bare = word.lstrip("▁")
@@ -137,6 +147,7 @@ def build_tiny_model(
     max_positions: int = 4096,
     seed: int = 0,
     arch: str = "llama",
+    env_id: str | None = DEFAULT_ENV_ID,
 ):
     """Build a randomly initialised tiny causal LM (1-20M parameters) and its tokenizer, offline.
 
@@ -152,6 +163,7 @@ def build_tiny_model(
         arch: ``"llama"`` (LlamaForCausalLM) or ``"qwen2"`` (Qwen2ForCausalLM). Llama is the default because
             ``AutoTokenizer`` maps a ``qwen2`` folder to ``Qwen2Tokenizer`` and would rebuild (break) the
             word-level tokenizer; :func:`load_policy` loads either correctly.
+        env_id: the env whose domain vocabulary a tokenizer built here knows (:func:`build_tokenizer`).
 
     Returns:
         ``(model, tokenizer)``.
@@ -161,7 +173,7 @@ def build_tiny_model(
 
     tokenizer = tokenizer_or_texts
     if not hasattr(tokenizer_or_texts, "convert_tokens_to_ids"):
-        tokenizer = build_tokenizer(tokenizer_or_texts)
+        tokenizer = build_tokenizer(tokenizer_or_texts, env_id=env_id)
     config_cls, model_cls = {
         "qwen2": (Qwen2Config, Qwen2ForCausalLM),
         "llama": (LlamaConfig, LlamaForCausalLM),

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from sage_agents import decoding
 from sage_agents.decoding import Plan, call_plan
 from sage_agents.skill_grammar import SkillGrammar
+from sage_envs.domain import ENTITY_PATTERN
 
 ACTION_KINDS = ("command", "define", "call", "none")
 MAX_CONSTRAINED_TOKENS = 512
@@ -45,7 +46,6 @@ _COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '\-]*$")
 _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
 _SIGNATURE_RE = re.compile(r"^-\s*([A-Za-z_][\w-]*)\(([^)]*)\)", re.MULTILINE)
-_ENTITY_RE = re.compile(r"\b([a-z]+ \d+)\b")
 NO_SKILLS_YET = "(none yet: define one with skill NAME(params):)"
 """The prompt's Skills section for a policy that may define skills but has none yet."""
 _PROGRAM_LINE_RE = re.compile(r"^(-\s*[A-Za-z_][\w-]*\([^)]*\)):.*$", re.MULTILINE)  # "- sig: description"
@@ -170,15 +170,19 @@ def _task_words(task: str) -> list[str]:
     return [w for w in re.findall(r"[a-z]+", task.lower()) if w not in _STOPWORDS]
 
 
-def argument_options(task: str, observation: str, admissible: Sequence[str], limit: int = 64) -> list[str]:
+def argument_options(
+    task: str, observation: str, admissible: Sequence[str], limit: int = 64, entity_pattern: str = ENTITY_PATTERN
+) -> list[str]:
     """Values a skill-call argument may take in constrained decoding, task-named first.
 
-    The entities (``word N``) named in the task, the observation and the admissible commands, their types
-    (``word``), and the task's content words. Values whose words appear in the task come first; at most
-    ``limit`` are offered.
+    The entities named in the task, the observation and the admissible commands (the first group of
+    ``entity_pattern``, the domain's :attr:`~sage_envs.domain.Domain.entity_pattern`; by default ``word N``), their
+    types (the first word), and the task's content words. Values whose words appear in the task come first; at
+    most ``limit`` are offered.
     """
     texts = [task, observation, *admissible]
-    entities = [e for text in texts for e in _ENTITY_RE.findall(text.lower())]
+    entity_re = re.compile(entity_pattern)
+    entities = [e for text in texts for e in entity_re.findall(text.lower())]
     named = _task_words(task)
     values = list(dict.fromkeys([*entities, *(e.split()[0] for e in entities), *named]))
     values.sort(key=lambda v: v.split()[0] not in named)  # stable: task-named values first
@@ -263,6 +267,8 @@ class LLMPolicy:
         max_argument_options: values offered per skill-call argument (constrained mode).
         typed_arguments: a skill-call argument takes only the values whose type the task or the parameter's name
             names (:func:`typed_options`; constrained mode).
+        entity_pattern: how the env's domain names an entity (a regex, first group; its
+            :attr:`~sage_envs.domain.Domain.entity_pattern`): skill-call arguments are drawn from these names.
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -285,6 +291,7 @@ class LLMPolicy:
         write_skills: bool = False,
         max_argument_options: int = 64,
         typed_arguments: bool = False,
+        entity_pattern: str = ENTITY_PATTERN,
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -299,7 +306,7 @@ class LLMPolicy:
         self.grammar = SkillGrammar.from_definitions(self.skill_templates) if write_skills else None
         if write_skills and not (self.grammar.command_shapes and self.grammar.param_names):
             raise ValueError("write_skills=True needs skill_templates: the grammar takes its vocabulary from them.")
-        self.typed_arguments = typed_arguments
+        self.typed_arguments, self.entity_pattern = typed_arguments, entity_pattern
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
@@ -374,7 +381,9 @@ class LLMPolicy:
             return self.generate(prompts, greedy=greedy)
         plans = []
         for obs, adm in zip(observations, admissible, strict=True):
-            values = argument_options(obs["task"], obs.get("observation", ""), adm, self.max_argument_options)
+            values = argument_options(
+                obs["task"], obs.get("observation", ""), adm, self.max_argument_options, self.entity_pattern
+            )
             calls, define, task = [], None, obs["task"]
 
             def arguments(param: str, values: list[str] = values, task: str = task) -> list[str]:

@@ -16,7 +16,9 @@ starts every chain from: a trained agent's learned skills).
 
 A name registered by two packages is refused (:class:`AgentNameTakenError` names both entry points), and
 :func:`make_agent` refuses keyword arguments the factory does not accept (:class:`UnknownAgentKwargsError` lists
-the accepted ones); a factory that passes its ``**kwargs`` on names the callable in ``forwards_kwargs_to``. An
+the accepted ones); a factory that passes its ``**kwargs`` on names the callable in ``forwards_kwargs_to``. A
+factory that needs the env's domain (its expert, vocabulary, skill templates) takes ``env_id`` and reaches the
+domain through :func:`sage_envs.domain_class`, never by importing a domain package; the evaluator passes it. An
 agent that raises, or returns a non-``str`` or oversize action, is recorded by the evaluator, never fatal
 (``sage_agents.evaluation``); an optional ``given`` attribute says what it was handed (the summary's ``given``).
 """
@@ -130,10 +132,16 @@ def _factory(name: str) -> Callable[..., Any]:
     return factories[name].load()
 
 
-def make_agent(name: str, **kwargs: Any) -> Agent:
-    """Build the agent registered as ``name`` with ``kwargs`` passed to its factory."""
+def make_agent(name: str, *, env_id: str | None = None, **kwargs: Any) -> Agent:
+    """Build the agent registered as ``name`` with ``kwargs`` passed to its factory.
+
+    ``env_id`` (the env the agent will play) is passed on only to a factory that names an ``env_id`` parameter:
+    an agent that needs the env's domain (the expert) declares one; the others never see it.
+    """
     factory = _factory(name)
     accepted = accepted_kwargs(factory)
+    if env_id is not None and accepted is not None and "env_id" in accepted:
+        kwargs["env_id"] = env_id
     unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
     if unknown:
         hints = "".join(suggest(key, accepted) for key in unknown)

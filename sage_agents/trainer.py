@@ -53,12 +53,17 @@ TIMING_METRICS = ("charts/step_seconds", "charts/rollout_seconds", "charts/updat
 
 
 def build_model(config: TrainConfig) -> tuple[Any, Any]:
-    """The policy to train: ``model_path`` loaded in ``dtype`` (master weights), else a fresh tiny model."""
+    """The policy to train: ``model_path`` loaded in ``dtype`` (master weights), else a fresh tiny model.
+
+    A fresh tiny model's tokenizer knows the words of ``config.env_id``'s domain.
+    """
     from sage_agents.models import build_tiny_model, load_policy
 
     if config.model_path:
         return load_policy(config.model_path, dtype=config.dtype)
-    return build_tiny_model(hidden=config.tiny_hidden, layers=config.tiny_layers, seed=config.seed)
+    return build_tiny_model(
+        hidden=config.tiny_hidden, layers=config.tiny_layers, seed=config.seed, env_id=config.env_id
+    )
 
 
 def make_envs(config: TrainConfig, n: int, split: str | None = None) -> list[Any]:

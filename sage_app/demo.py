@@ -168,11 +168,12 @@ class DemoConfig:
                 """e.g. --set 'arms=["grpo", "sage"]'."""
             )
         if self.expert_skills is not None:
-            from sage_envs.domains.alfworld.expert import SKILLS
+            from sage_envs import domain_class
 
-            if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(SKILLS):
+            templates = domain_class(ENV_ID).skill_templates()
+            if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(templates):
                 raise ValueError(
-                    f"expert_skills={self.expert_skills!r} must be a list of {sorted(SKILLS)}, e.g. "
+                    f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)}, e.g. "
                     """--set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
                 )
         if self.quick:
@@ -222,9 +223,9 @@ def skill_templates(names: Sequence[str] | None = None) -> list[str]:
 
     ``names`` picks some of the expert's skills (None = all, in their order).
     """
-    from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+    from sage_envs import domain_class
 
-    return [skill_definition(name) for name in SKILLS if names is None or name in names]
+    return [text for name, text in domain_class(ENV_ID).skill_templates().items() if names is None or name in names]
 
 
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
@@ -236,7 +237,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     from sage_agents.policy import LLMPolicy
     from sage_agents.progress import track
     from sage_agents.sft import collect_expert_pairs
-    from sage_envs.domains.alfworld import AlfworldExpert
+    from sage_envs import domain_class
 
     path = out / "expert" / "pairs.jsonl"
     if path.exists():
@@ -249,7 +250,9 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
         env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
         vary = cfg.seed if sage.get("write_skills") else None  # definitions the policy writes: varied examples
-        expert = AlfworldExpert(use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary)
+        expert = domain_class(ENV_ID).expert(
+            use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary
+        )
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed)
         env.close()

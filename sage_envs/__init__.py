@@ -5,7 +5,7 @@
 
 from sage_envs.chain import SageChainEnv
 from sage_envs.domain import Domain, StepResult, TaskGame, TaskSpec
-from sage_envs.registration import ENV_IDS, register_envs
+from sage_envs.registration import ENV_IDS, domain_class, register_envs
 from sage_envs.skills import Limits, Skill, SkillLibrary
 
 register_envs()
@@ -22,4 +22,5 @@ __all__ = [
     "StepResult",
     "TaskGame",
     "TaskSpec",
+    "domain_class",
 ]

@@ -11,8 +11,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from sage_envs.domain import SPLITS, Domain, TaskGame, TaskSpec
-from sage_envs.error import InvalidConfigError, ResetNeededError, SkillError, SkillLimitError
+from sage_envs.domain import Domain, StepResult, TaskGame, TaskSpec
+from sage_envs.error import InvalidConfigError, ResetNeededError, SkillError, SkillLimitError, suggest
 from sage_envs.skills import Limits, Skill, SkillLibrary, parse_call, parse_definition, run_calls
 
 SKILL_MODES = ("program", "guidance", "both", "none")
@@ -80,7 +80,9 @@ class SageChainEnv(gym.Env):
     (program skills as signatures + descriptions, triggered guidance skills with their text).
 
     ## Rewards
-    1.0 on the step a task is completed, else 0.0 (outcome reward).
+    1.0 on the step a task is completed, else 0.0 (outcome reward). A domain that scores its tasks
+    (:attr:`Domain.scored <sage_envs.domain.Domain.scored>`) reports the score in ``info["task_score"]``; the
+    reward stays the outcome.
 
     ## Starting State
     ``reset(options={"chain": i})`` plays chain ``i`` of the split (an int or a numpy integer, not a bool);
@@ -88,8 +90,9 @@ class SageChainEnv(gym.Env):
     :class:`SkillLibrary`.
 
     ## Episode End
-    ``terminated`` when the last task of the chain ends (won, or out of its ``max_steps_per_task`` turns: a task
-    that runs out fails and the chain moves on). ``truncated`` is never set by the env itself.
+    ``terminated`` when the last task of the chain ends: won, lost (the domain's game says the task can no longer
+    be won), or out of its ``max_steps_per_task`` turns. A lost task or one that runs out fails and the chain
+    moves on to its next task. ``truncated`` is never set by the env itself.
 
     ## Skills
     ``skills="program"`` allows definitions and calls, ``"guidance"`` shows triggered guidance skills only,
@@ -104,8 +107,13 @@ class SageChainEnv(gym.Env):
     characters, then `` [... N characters cut]``), ``admissible_commands`` (for the task the *next* action goes to),
     ``primitive_steps``, ``skills_used``, ``skills_created``, ``skill_library``, ``skill_reuse``. Extra keys:
     ``new_task`` (the returned observation opens the next task), ``task_id``, ``turn`` (turns used in the current
-    task) and ``previous_observation`` (the feedback that ended the previous task when ``new_task``, else "").
-    ``expert_plan`` is added when the env is made with ``expert_plan=True``.
+    task), ``previous_observation`` (the feedback that ended the previous task when ``new_task``, else "") and
+    ``task_lost`` (that task was lost on this step). ``task_score`` (float: the latest score the domain reported
+    for the ``task_index`` task, 0.0 before any) is added for a domain that scores its tasks; ``expert_plan`` when
+    the env is made with ``expert_plan=True``.
+
+    The admissible commands are read from the game once per game state: the list ``info`` reports after a step
+    is the one the next command is checked against (a Java-bridged engine pays one call per turn, not two).
 
     ## Arguments
     See :meth:`__init__`.
@@ -116,6 +124,8 @@ class SageChainEnv(gym.Env):
 
     # Text has no frame rate; Gymnasium's checker asks for one, and its toy-text envs declare 4.
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    domain_class: type[Domain] | None = None
+    """The domain a registered subclass plays (:func:`sage_envs.registration.domain_class` reads it)."""
 
     def __init__(
         self,
@@ -135,7 +145,8 @@ class SageChainEnv(gym.Env):
         Args:
             domain: the domain plug-in, or a zero-argument factory of one.
             chain_length: tasks per chain (SAGE uses 2).
-            split: ``train``, ``valid_seen`` or ``valid_unseen``.
+            split: one of the domain's :attr:`~sage_envs.domain.Domain.splits` (ALFWorld: ``train``,
+                ``valid_seen``, ``valid_unseen``).
             max_steps_per_task: agent turns allowed per task (a skill call is one turn).
             skills: ``program``, ``guidance``, ``both`` or ``none``.
             library_scope: ``chain`` (empty library at each reset) or ``persistent`` (kept across resets).
@@ -144,7 +155,6 @@ class SageChainEnv(gym.Env):
             max_library_size: the most skills the library may hold.
             render_mode: ``None`` or ``"ansi"``.
         """
-        _check_choice("split", split, SPLITS)
         _check_choice("skills", skills, SKILL_MODES)
         _check_choice("library_scope", library_scope, LIBRARY_SCOPES)
         for name, value in (("chain_length", chain_length), ("max_steps_per_task", max_steps_per_task)):
@@ -154,6 +164,11 @@ class SageChainEnv(gym.Env):
             raise InvalidConfigError(f"render_mode={render_mode!r}; use None or 'ansi'.")
 
         self.domain = domain() if callable(domain) and not isinstance(domain, Domain) else domain
+        if split not in self.domain.splits:
+            raise InvalidConfigError(
+                f"split={split!r} is not a split of domain {self.domain.name!r}; use one of "
+                f"{self.domain.splits}.{suggest(str(split), self.domain.splits)}"
+            )
         self.chain_length = chain_length
         self.split = split
         self.max_steps_per_task = max_steps_per_task
@@ -182,6 +197,8 @@ class SageChainEnv(gym.Env):
         self._terminated = False
         self._chain: tuple[TaskSpec, ...] = ()
         self._game: TaskGame | None = None
+        self._admissible: list[str] | None = None  # the game's admissible commands in its current state, once read
+        self._score = 0.0  # the latest score the domain reported for the current task
         self._observation = ""
         # The task and skills fields of the observation change rarely: each is fitted again only when it changes.
         self._task_raw: str | None = None
@@ -263,9 +280,10 @@ class SageChainEnv(gym.Env):
             outcome = self._invalid(f"an action must be a str, got {type(action).__name__}; send the action text.")
             self._last_action = ""
         task_index, won = self._task_index, outcome.won
+        score = self._score
 
         reward = 1.0 if won else 0.0
-        new_task = won or self._turn >= self.max_steps_per_task
+        new_task = won or outcome.lost or self._turn >= self.max_steps_per_task
         previous_observation = ""
         terminated = False
         if new_task:
@@ -287,6 +305,8 @@ class SageChainEnv(gym.Env):
             new_task=new_task and not terminated,
             task_index=task_index,
             task_success=won,
+            task_lost=outcome.lost,
+            task_score=score,
             primitive_steps=outcome.primitive_steps,
             skills_used=outcome.skills_used,
             skills_created=outcome.skills_created,
@@ -316,6 +336,8 @@ class SageChainEnv(gym.Env):
         self._task = self._chain[task_index]
         self._game = self.domain.load(self._task)
         self._observation = self._game.reset()
+        self._admissible = None
+        self._score = 0.0
         self._turn = 0
         self._last_action: str | None = None
 
@@ -336,14 +358,27 @@ class SageChainEnv(gym.Env):
             return self._invalid("one command per turn: only skill definitions may span several lines.")
         return self._command(command)
 
-    def _command(self, command: str) -> _Outcome:
-        admissible = command in self._game.admissible_commands()
+    def _admissible_commands(self) -> list[str]:
+        """The game's admissible commands in its current state, read from the game once per state."""
+        if self._admissible is None:
+            self._admissible = self._game.admissible_commands()
+        return self._admissible
+
+    def _step_game(self, command: str) -> StepResult:
+        """One primitive command on the game; the state changes, so its admissible list is read again."""
         result = self._game.step(command)
+        self._admissible = None
+        if result.score is not None:
+            self._score = float(result.score)
+        return result
+
+    def _command(self, command: str) -> _Outcome:
+        admissible = command in self._admissible_commands()
+        result = self._step_game(command)
         if admissible:
-            return _Outcome(result.observation, result.won, "command", True, "", 1)
-        return _Outcome(
-            result.observation, result.won, "invalid", False, f"{command!r} is not an admissible command.", 1
-        )
+            return _Outcome(result.observation, result.won, "command", True, "", 1, lost=result.lost)
+        message = f"{command!r} is not an admissible command."
+        return _Outcome(result.observation, result.won, "invalid", False, message, 1, lost=result.lost)
 
     def _define(self, text: str) -> _Outcome:
         """Store a definition; with trailing calls, store it only when they all ran without an error."""
@@ -388,16 +423,18 @@ class SageChainEnv(gym.Env):
         )
         lines = [f"> {command}\n{feedback}" for command, feedback in result.trace]
         steps, used = result.primitive_steps, result.skills_called
-        won = result.done  # the interpreter stops exactly when a primitive step won the task
+        # The interpreter stops exactly when a primitive step ended the task: the last step says how.
+        won = result.done and self._last_step.won
+        lost = result.done and self._last_step.lost
         if result.error is not None:
             lines.append(f"Skill error: {result.error}")
-            return _Outcome("\n".join(lines), won, "invalid", False, result.error, steps, skills_used=used)
-        return _Outcome("\n".join(lines), won, "call", True, "", steps, skills_used=used)
+            return _Outcome("\n".join(lines), won, "invalid", False, result.error, steps, used, lost=lost)
+        return _Outcome("\n".join(lines), won, "call", True, "", steps, skills_used=used, lost=lost)
 
     def _execute(self, command: str) -> tuple[str, bool]:
-        """Run one primitive command of a skill program; the task being won stops the program."""
-        result = self._game.step(command)
-        return result.observation, result.won
+        """Run one primitive command of a skill program; the task ending (won or lost) stops the program."""
+        self._last_step = self._step_game(command)
+        return self._last_step.observation, self._last_step.done
 
     def _invalid(self, message: str) -> _Outcome:
         return _Outcome(f"Invalid action: {message}", False, "invalid", False, message, 0)
@@ -431,6 +468,8 @@ class SageChainEnv(gym.Env):
         new_task: bool,
         task_index: int | None = None,
         task_success: bool = False,
+        task_lost: bool = False,
+        task_score: float | None = None,
         primitive_steps: int = 0,
         skills_used: list[str] | None = None,
         skills_created: list[str] | None = None,
@@ -464,7 +503,7 @@ class SageChainEnv(gym.Env):
             "action_valid": action_valid,
             "action_kind": action_kind,
             "message": message,
-            "admissible_commands": list(self._game.admissible_commands()),
+            "admissible_commands": list(self._admissible_commands()),
             "primitive_steps": primitive_steps,
             "skills_used": skills_used,
             "skills_created": list(skills_created) if skills_created else [],
@@ -484,7 +523,10 @@ class SageChainEnv(gym.Env):
             "new_task": new_task,
             "turn": self._turn,
             "previous_observation": previous_observation,
+            "task_lost": task_lost,
         }
+        if self.domain.scored:  # the task_index task's score: the one that just ended when the chain moved on
+            info["task_score"] = self._score if task_score is None else task_score
         if self.expert_plan:
             info["expert_plan"] = list(self._game.expert_plan())
         return info
@@ -502,6 +544,7 @@ class _Outcome:
     primitive_steps: int
     skills_used: list[str] = field(default_factory=list)
     skills_created: list[str] = field(default_factory=list)
+    lost: bool = False
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

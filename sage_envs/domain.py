@@ -3,7 +3,14 @@
 A domain (ALFWorld, ScienceWorld, TextWorld, ...) supplies tasks grouped into chains and a way to play one task.
 The chain env (:mod:`sage_envs.chain`) owns everything else: the skill library, the action language, rewards,
 termination and the ``info`` keys. Adding a domain means writing one :class:`Domain` subclass and one
-:class:`TaskGame` subclass and registering an env id in :mod:`sage_envs.registration`; the chain env is not touched.
+:class:`TaskGame` subclass and registering an env id in :mod:`sage_envs.registration`; the chain env is not touched
+(checklist: docs/domains.md).
+
+A domain also speaks to agents, which never import a domain package: through its env id
+(:func:`sage_envs.registration.domain_class`) or a made env (``env.unwrapped.domain``) an agent reaches the
+domain's :meth:`Domain.expert`, its :meth:`Domain.vocabulary` (the words a tokenizer built from scratch must
+know), its :meth:`Domain.skill_templates` (the expert's skill definitions: the command shapes a policy may write
+skills with) and its :attr:`Domain.entity_pattern` (how an entity is named in its texts).
 """
 
 from __future__ import annotations
@@ -11,8 +18,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
+"""The default of :attr:`Domain.splits` (ALFWorld's split names); a domain with other splits declares its own."""
+ENTITY_PATTERN = r"\b([a-z]+ \d+)\b"
+"""The default of :attr:`Domain.entity_pattern`: a lower-case word and a number (``countertop 1``)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,19 @@ class StepResult:
     """The engine's feedback text for the command."""
     won: bool
     """Whether the task's goal is satisfied after this command."""
+    lost: bool = False
+    """Whether the task can no longer be won after this command (a lost game, a failed task): it ends as failed."""
+    score: float | None = None
+    """The domain's score of the task after this command (ScienceWorld: 0-100); None when it has none."""
+
+    def __post_init__(self) -> None:
+        if self.won and self.lost:  # a domain bug, not an agent's: the chain env could not say how the task ended
+            raise ValueError(f"a StepResult is won or lost, not both (observation {self.observation[:80]!r}).")
+
+    @property
+    def done(self) -> bool:
+        """The task ended on this command (won or lost)."""
+        return self.won or self.lost
 
 
 class TaskGame(abc.ABC):
@@ -75,10 +99,52 @@ class TaskGame(abc.ABC):
 
 
 class Domain(abc.ABC):
-    """A family of tasks, split into train / valid_seen / valid_unseen, grouped into chains."""
+    """A family of tasks, split into the :attr:`splits` it declares, grouped into chains.
+
+    Besides tasks and games, a domain offers agents what they need to play it without importing its package;
+    these are class-level, so that an agent reaches them from an env id without building an env
+    (:func:`sage_envs.registration.domain_class`).
+    """
 
     name: str = "domain"
     """Short name used in env ids and result files."""
+    splits: tuple[str, ...] = SPLITS
+    """The split names :meth:`tasks` takes, in order (training first); the chain env accepts only these."""
+    scored: bool = False
+    """Whether its games report a :attr:`StepResult.score`; the chain env's ``info`` then has ``task_score``."""
+    entity_pattern: str = ENTITY_PATTERN
+    """A regex whose first group matches one entity name in the domain's texts (skill-call arguments)."""
+
+    @classmethod
+    def expert(cls, *, use_skills: bool = True, skills: Sequence[str] | None = None, **kwargs: Any) -> Any:
+        """The domain's scripted expert: an agent with ``reset()`` and ``act(observation, info) -> str``.
+
+        Args:
+            use_skills: define and call program skills (False: plain commands, as ``skills="none"`` requires).
+            skills: the names of :meth:`skill_templates` it may use (None = all).
+            **kwargs: the domain expert's own options (ALFWorld: ``vary_definitions``).
+
+        Raises:
+            NotImplementedError: the domain has no expert.
+        """
+        raise NotImplementedError(f"domain {cls.name!r} has no expert; its Domain subclass does not define expert().")
+
+    @classmethod
+    def vocabulary(cls) -> list[str]:
+        """Texts that hold the domain's words (commands, messages, entity names, task sentences); [] if none.
+
+        A tokenizer built from scratch for the domain (``sage_agents.models.build_tokenizer``) knows their words.
+        """
+        return []
+
+    @classmethod
+    def skill_templates(cls) -> dict[str, str]:
+        """The expert's skill definitions in the DSL by name ({} if none).
+
+        A constrained policy is offered them as define-and-call actions, or writes its own skills with their
+        command shapes (``sage_agents.skill_grammar``); the keys are the names :meth:`expert` takes in ``skills``.
+        """
+        return {}
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list[TaskSpec]:

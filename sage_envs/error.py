@@ -43,6 +43,10 @@ class InvalidConfigError(SageError, ValueError):
     """An env or trainer argument is outside its allowed values."""
 
 
+class NoDomainError(SageError, LookupError):
+    """A registered env id's entry point names no domain class (it is not a ``SageChainEnv`` subclass with one)."""
+
+
 class ResetNeededError(SageError, ResetNeeded):
     """``step`` was called before ``reset()``, after the chain terminated or after ``close()``: call ``reset()``."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sage_envs.chain import SageChainEnv
 from sage_envs.domain import Domain, StepResult, TaskGame, TaskSpec
 
 BOXES = ("box 1", "box 2", "box 3")
@@ -69,3 +70,70 @@ class ToyDomain(Domain):
 
     def load(self, task: TaskSpec) -> ToyGame:
         return ToyGame(task.extra["item"], task.extra["box"])
+
+    @classmethod
+    def expert(cls, *, use_skills: bool = True, skills=None, **kwargs) -> ToyExpert:
+        return ToyExpert()
+
+    @classmethod
+    def vocabulary(cls) -> list[str]:
+        return ["put the key coin pen in the bin", "you arrive at box 1 2 3 you see nothing zorblax"]
+
+
+class ToyExpert:
+    """Acts on what it observes: visits the boxes in order until it sees the item, takes it, bins it."""
+
+    skills = frozenset()  # it plays with plain commands only
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.task, self.visited = None, set()
+
+    def act(self, observation, info) -> str:
+        if info["new_task"] or observation["task"] != self.task:
+            self.task, self.visited = observation["task"], set()
+        item = observation["task"].removeprefix("put the ").removesuffix(" in the bin")
+        for prefix in ("put ", f"take {item} from "):
+            for command in info["admissible_commands"]:
+                if command.startswith(prefix):
+                    return command
+        box = next(b for b in BOXES if b not in self.visited)
+        self.visited.add(box)
+        return f"go to {box}"
+
+
+class ToyChainEnv(SageChainEnv):
+    """The toy domain as a registrable env (a SageChainEnv subclass that names its domain class)."""
+
+    domain_class = ToyDomain
+
+    def __init__(self, **kwargs):
+        super().__init__(ToyDomain(), **kwargs)
+
+
+class RiskyToyGame(ToyGame):
+    """The toy game that can be lost (``smash bin``) and scores progress: 50 once the item is held, 100 when won."""
+
+    def admissible_commands(self) -> list[str]:
+        return super().admissible_commands() + ["smash bin"]
+
+    def step(self, command: str) -> StepResult:
+        if command == "smash bin":
+            return StepResult("The bin smashes. You lost.", False, lost=True, score=0.0)
+        result = super().step(command)
+        score = 100.0 if result.won else 50.0 if self.holding else 0.0
+        return StepResult(result.observation, result.won, score=score)
+
+
+class RiskyToyDomain(ToyDomain):
+    """The toy households with games that can be lost and are scored, on ScienceWorld-like split names."""
+
+    name = "risky-toy"
+    splits = ("train", "dev", "test")
+    scored = True
+    entity_pattern = r"\b(box \d|bin)\b"
+
+    def load(self, task: TaskSpec) -> RiskyToyGame:
+        return RiskyToyGame(task.extra["item"], task.extra["box"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sage_envs.domain import SPLITS, Domain, TaskSpec
@@ -13,6 +15,7 @@ from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
 
 if TYPE_CHECKING:
     from sage_envs.domain import TaskGame
+    from sage_envs.domains.alfworld.expert import AlfworldExpert
 
 __all__ = ["ENGINES", "SOURCES", "TASK_TYPES", "AlfworldDomain"]
 
@@ -32,6 +35,7 @@ class AlfworldDomain(Domain):
     """
 
     name = "alfworld"
+    splits = SPLITS  # train / valid_seen / valid_unseen: generated games split by scene, official by folder
 
     def __init__(
         self,
@@ -78,7 +82,7 @@ class AlfworldDomain(Domain):
         tasks of the default 2-task chains; :meth:`chains` is what the chain env plays.
 
         Raises:
-            InvalidConfigError: for a split outside ``train`` / ``valid_seen`` / ``valid_unseen``.
+            InvalidConfigError: for a split outside :attr:`splits` (``train`` / ``valid_seen`` / ``valid_unseen``).
             DataNotFoundError: official source, when ``data_dir`` is unset or lacks the split's folder.
         """
         _check_split(split)
@@ -117,6 +121,43 @@ class AlfworldDomain(Domain):
             generator.chain_tasks(split, index, chain_length, self.generator_seed)
             for index in range(generator.NUM_CHAINS[split])
         ]
+
+    @classmethod
+    def expert(
+        cls, *, use_skills: bool = True, skills: Sequence[str] | None = None, vary_definitions: int | None = None
+    ) -> AlfworldExpert:
+        """The observation-only scripted expert (:class:`~sage_envs.domains.alfworld.expert.AlfworldExpert`)."""
+        from sage_envs.domains.alfworld.expert import AlfworldExpert
+
+        return AlfworldExpert(use_skills=use_skills, skills=skills, vary_definitions=vary_definitions)
+
+    @classmethod
+    def vocabulary(cls) -> list[str]:
+        """Texts that cover ALFWorld's words, read from the installed ``alfworld`` wheel ([] if absent).
+
+        Object and receptacle names (``alfworld.gen.constants``), the goal templates
+        (``alfworld.gen.goal_library``) and the command words and messages of the grammar (``alfred.twl2``).
+        """
+        texts: list[str] = []
+        try:
+            import alfworld.gen.constants as constants
+            import alfworld.gen.goal_library as goals
+        except ImportError:  # the alfworld wheel is optional for agents built for other domains
+            return texts
+        names = set(constants.OBJECTS) | set(constants.RECEPTACLES)
+        texts.append(" ".join(sorted(name.lower() for name in names)))
+        texts += [template for goal in goals.gdict.values() for template in goal.get("templates", [])]
+        twl2 = Path(constants.__file__).resolve().parents[1] / "data" / "alfred.twl2"
+        if twl2.exists():
+            texts.append(twl2.read_text(errors="replace"))
+        return texts
+
+    @classmethod
+    def skill_templates(cls) -> dict[str, str]:
+        """The expert's skill definitions by name, with the generated games' put form (``move X to Y``) first."""
+        from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+
+        return {name: skill_definition(name) for name in SKILLS}
 
     def _official_data_dir(self) -> str | os.PathLike[str]:
         if self.data_dir is None:
@@ -165,5 +206,6 @@ def resolve_generator_seed(generator_seed: int, seed: int | None, *, stacklevel:
 
 
 def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise InvalidConfigError(f"split={split!r} is not one of {SPLITS}.{suggest(split, SPLITS)}")
+    if split not in AlfworldDomain.splits:
+        splits = AlfworldDomain.splits
+        raise InvalidConfigError(f"split={split!r} is not one of {splits}.{suggest(split, splits)}")

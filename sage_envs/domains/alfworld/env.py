@@ -28,6 +28,8 @@ class AlfworldChainEnv(SageChainEnv):
     * v0: initial release.
     """
 
+    domain_class = AlfworldDomain
+
     def __init__(
         self,
         source: str = "generated",
