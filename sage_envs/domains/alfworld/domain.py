@@ -28,7 +28,8 @@ class AlfworldDomain(Domain):
     filters (:mod:`sage_envs.domains.alfworld.official`); chains group them by floor plan (one household).
     ``source="generated"`` delegates tasks, chains and game files to
     :mod:`sage_envs.domains.alfworld.generator`, which draws seeded chains in the scene layouts shipped in the
-    alfworld wheel and writes (and checks) a game the first time a task is loaded, cached under ``cache_dir``.
+    alfworld wheel and writes (and checks) a game the first time a task is loaded, cached under ``cache_dir``;
+    ``command_grammar`` chooses the words its games speak.
     """
 
     name = "alfworld"
@@ -42,6 +43,7 @@ class AlfworldDomain(Domain):
         engine: str = "native",
         *,
         seed: int | None = None,
+        command_grammar: str = "wheel",
     ) -> None:
         """Configure the domain; nothing is read from disk until a split is first used.
 
@@ -55,16 +57,28 @@ class AlfworldDomain(Domain):
             engine: ``"native"`` (in-process, transcript-identical, fast) or ``"textworld"`` (TextWorld's PDDL
                 engine, as ALFWorld runs it).
             seed: deprecated name of ``generator_seed`` (warns with a DeprecationWarning).
+            command_grammar: the grammar of generated games: ``"wheel"`` ("move X to Y", the default),
+                ``"official"`` ("put X in/on Y", "You arrive at loc 12.", as the official games) or ``"mixed"``
+                (each chain draws one, the same every time; :mod:`sage_envs.domains.alfworld.generator`).
+                Official games speak their own grammar: with ``source="official"`` only the default is accepted.
 
         Raises:
-            InvalidConfigError: for an unknown ``source`` or ``engine``, or both ``seed`` and ``generator_seed``
-                given.
+            InvalidConfigError: for an unknown ``source``, ``engine`` or ``command_grammar``, a grammar other than
+                the default for official games, or both ``seed`` and ``generator_seed`` given.
         """
         generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
         if source not in SOURCES:
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
         check_engine(engine)
+        if source == "generated":
+            self._generator().check_command_grammar(command_grammar)
+        elif command_grammar != "wheel":
+            raise InvalidConfigError(
+                f"command_grammar={command_grammar!r} chooses the grammar of generated games; the official games "
+                "speak their own (put X in/on Y): leave command_grammar unset with source='official'."
+            )
         self.source = source
+        self.command_grammar = command_grammar
         self.engine = engine
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
         self.cache_dir = cache_dir  # None: the generator's default
@@ -87,7 +101,9 @@ class AlfworldDomain(Domain):
                 self._tasks[split] = official_tasks(self._official_data_dir(), split)
             else:
                 generator = self._generator()
-                self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.generator_seed)
+                self._tasks[split] = generator.generated_tasks(
+                    split, GENERATED_TASKS_CHAIN_LENGTH, self.generator_seed, command_grammar=self.command_grammar
+                )
         return list(self._tasks[split])
 
     def load(self, task: TaskSpec) -> TaskGame:
@@ -114,7 +130,7 @@ class AlfworldDomain(Domain):
         _check_split(split)
         generator = self._generator()
         return [
-            generator.chain_tasks(split, index, chain_length, self.generator_seed)
+            generator.chain_tasks(split, index, chain_length, self.generator_seed, self.command_grammar)
             for index in range(generator.NUM_CHAINS[split])
         ]
 
