@@ -1,7 +1,8 @@
 """Models without downloads: a tiny causal LM + word-level tokenizer built locally, or any HF LM by path.
 
 The tokenizer is word-level (``tokenizers.models.WordLevel``) over the env vocabulary: ALFWorld command words
-and messages (the wheel's ``alfred.twl2``), object / receptacle names (``alfworld.gen.constants``), goal
+and messages (every command grammar a game can speak: the wheel's ``alfred.twl2``, "move X to Y", and the
+official games', "put X in/on Y"), object / receptacle names (``alfworld.gen.constants``), goal
 templates (``alfworld.gen.goal_library``), the skill DSL keywords, digits and punctuation. A word that
 follows a space is a separate token with a leading ``▁`` (as in SentencePiece), so
 ``decode(encode(text)) == text.lower()`` for in-vocabulary text, including the newlines and indentation of
@@ -42,19 +43,23 @@ BUILTIN_TEXT = (
 
 
 def alfworld_texts() -> list[str]:
-    """Texts that cover ALFWorld's vocabulary, read from the installed ``alfworld`` wheel ([] if absent)."""
+    """Texts that cover ALFWorld's vocabulary, read from the installed ``alfworld`` wheel ([] if absent).
+
+    Object and receptacle names, goal templates, and every command grammar of
+    :data:`sage_envs.domains.alfworld.scenes.COMMAND_GRAMMARS` (commands and feedback of both put forms).
+    """
     texts: list[str] = []
     try:
         import alfworld.gen.constants as constants
         import alfworld.gen.goal_library as goals
+
+        from sage_envs.domains.alfworld.scenes import COMMAND_GRAMMARS
     except ImportError:  # the agents still work on other domains
         return texts
     names = set(constants.OBJECTS) | set(constants.RECEPTACLES)
     texts.append(" ".join(sorted(name.lower() for name in names)))
     texts += [template for goal in goals.gdict.values() for template in goal.get("templates", [])]
-    twl2 = Path(constants.__file__).resolve().parents[1] / "data" / "alfred.twl2"
-    if twl2.exists():
-        texts.append(twl2.read_text(errors="replace"))
+    texts += [files.grammar.read_text(errors="replace") for files in COMMAND_GRAMMARS.values()]
     return texts
 
 
