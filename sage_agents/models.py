@@ -1,9 +1,9 @@
 """Models without downloads: a tiny causal LM + word-level tokenizer built locally, or any HF LM by path.
 
 The tokenizer is word-level (``tokenizers.models.WordLevel``) over the env vocabulary: the words of the env's
-domain (:meth:`sage_envs.domain.Domain.vocabulary`; for ALFWorld the command words and messages of the wheel's
-``alfred.twl2``, object / receptacle names and goal templates), the skill DSL keywords, digits and punctuation.
-A word that
+domain (:meth:`sage_envs.domain.Domain.vocabulary`; for ALFWorld the command words and messages of every
+grammar its games speak, the wheel's ``alfred.twl2`` and the official games', object / receptacle names and
+goal templates), the skill DSL keywords, digits and punctuation. A word that
 follows a space is a separate token with a leading ``▁`` (as in SentencePiece), so
 ``decode(encode(text)) == text.lower()`` for in-vocabulary text, including the newlines and indentation of
 skill definitions. Nothing here touches the Hugging Face Hub.

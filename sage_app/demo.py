@@ -57,6 +57,12 @@ class DemoConfig:
     """Tasks per chain (SAGE uses 2)."""
     max_steps_per_task: int = 30
     """Agent turns per task before it fails (the expert needs ~11 without skills, ~4 with)."""
+    train_command_grammar: str = "mixed"
+    """Command grammar of the generated train games the expert, SFT and RL see (the env's ``command_grammar``):
+    ``mixed`` (default) gives each chain the wheel's "move X to Y" or the official games' "put X in/on Y", so the
+    models learn both and can play the official benchmark; ``wheel`` is the demo before issue 20 (its models
+    completed 5% of official valid_seen tasks against 45% of generated ones). Evaluation stays on the default
+    (wheel) generated games, so the demo's ``eval_split`` figures compare with earlier runs."""
 
     # ------------------------------------------------------------------ expert data and SFT
     expert_chains: int = 600
@@ -167,10 +173,10 @@ class DemoConfig:
                 f"arms={self.arms!r} must hold 'grpo' and 'sage' (the comparison) and may add 'reskill', each once, "
                 """e.g. --set 'arms=["grpo", "sage"]'."""
             )
-        if self.expert_skills is not None:
-            from sage_envs import domain_class
+        from sage_envs import domain_class
 
-            templates = domain_class(ENV_ID).skill_templates()
+        templates = domain_class(ENV_ID).skill_templates(**self.train_env_kwargs)  # checks the grammar too
+        if self.expert_skills is not None:
             if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(templates):
                 raise ValueError(
                     f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)}, e.g. "
@@ -189,17 +195,23 @@ class DemoConfig:
         """The settings a run saved (``demo_config.json``), earlier runs included.
 
         Settings of the decoder that an earlier version had and this one does not
-        (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped.
+        (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped. A run saved before ``train_command_grammar``
+        existed trained on the wheel's grammar, so that is what it is loaded with.
         """
         from sage_agents.config import REMOVED_FIELDS
 
-        saved = json.loads(Path(path).read_text())
+        saved = {"train_command_grammar": "wheel", **json.loads(Path(path).read_text())}
         return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
 
     @property
     def sage_kwargs(self) -> dict[str, Any]:
-        """The SAGE arm's skill options (LLMPolicy names), the same in SFT data, RL and evaluation."""
-        return {"skill_templates": skill_templates(self.expert_skills), "write_skills": self.sage_writes_skills}
+        """The SAGE arm's skill options (LLMPolicy names), the same in SFT data, RL and evaluation.
+
+        The templates hold each skill in every grammar of the train games (:func:`skill_templates`): their put
+        lines are the put commands the SAGE arm can write.
+        """
+        templates = skill_templates(self.expert_skills, self.train_env_kwargs)
+        return {"skill_templates": templates, "write_skills": self.sage_writes_skills}
 
     @property
     def prompt_kwargs(self) -> dict[str, Any]:
@@ -213,19 +225,31 @@ class DemoConfig:
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
-        """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm)."""
+        """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm); evaluation uses these.
+
+        No ``command_grammar``: evaluated games speak the env's default grammar, and an evaluation's config hash
+        (hence its resumable episode log) stays that of the runs before the option existed.
+        """
         return {"chain_length": self.chain_length, "max_steps_per_task": self.max_steps_per_task}
+
+    @property
+    def train_env_kwargs(self) -> dict[str, Any]:
+        """:attr:`env_kwargs` of the training stages (expert chains, RL): the games speak ``train_command_grammar``."""
+        return {**self.env_kwargs, "command_grammar": self.train_command_grammar}
 
 
 # ---------------------------------------------------------------------------------------------- stages
-def skill_templates(names: Sequence[str] | None = None) -> list[str]:
-    """The expert's skill definitions (generated games' put form), offered to SAGE as define+call actions.
+def skill_templates(names: Sequence[str] | None = None, env_kwargs: dict[str, Any] | None = None) -> list[str]:
+    """The expert's skill definitions, offered to SAGE as define+call actions or as the words it writes skills with.
 
-    ``names`` picks some of the expert's skills (None = all, in their order).
+    ``names`` picks some of the expert's skills (None = all, in their order); each comes once per form the games
+    of ``env_kwargs`` need (:meth:`sage_envs.domain.Domain.skill_templates`; ALFWorld: once per command grammar,
+    ``wheel`` "move X to Y", ``official`` "put X in/on Y"; default: the env's default games).
     """
     from sage_envs import domain_class
 
-    return [text for name, text in domain_class(ENV_ID).skill_templates().items() if names is None or name in names]
+    templates = domain_class(ENV_ID).skill_templates(**(env_kwargs or {}))
+    return [text for name, forms in templates.items() if names is None or name in names for text in forms]
 
 
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
@@ -248,7 +272,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
         sage = cfg.sage_kwargs if skills == "program" else {}
         prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
-        env = gym.make(ENV_ID, split="train", skills=skills, **cfg.env_kwargs)
+        env = gym.make(ENV_ID, split="train", skills=skills, **cfg.train_env_kwargs)
         vary = cfg.seed if sage.get("write_skills") else None  # definitions the policy writes: varied examples
         expert = domain_class(ENV_ID).expert(
             use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary
@@ -306,7 +330,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
     reskill = {"reskill_min_reservoir": cfg.reskill_min_reservoir, "reskill_min_test_steps": cfg.reskill_min_test_steps,
                "reskill_min_test_episodes": cfg.reskill_min_test_episodes}  # fmt: skip
     return TrainConfig(
-        algo=arm, env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
+        algo=arm, env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],

@@ -138,11 +138,14 @@ class Domain(abc.ABC):
         return []
 
     @classmethod
-    def skill_templates(cls) -> dict[str, str]:
+    def skill_templates(cls, **env_kwargs: Any) -> dict[str, list[str]]:
         """The expert's skill definitions in the DSL by name ({} if none).
 
         A constrained policy is offered them as define-and-call actions, or writes its own skills with their
         command shapes (``sage_agents.skill_grammar``); the keys are the names :meth:`expert` takes in ``skills``.
+        Each name maps to one definition per form that the games made with ``env_kwargs`` (the env's
+        ``gymnasium.make`` kwargs) may need: ALFWorld games of both command grammars need the put line in both.
+        Kwargs that do not change the definitions are ignored.
         """
         return {}
 

@@ -18,6 +18,23 @@ def test_tokenizer_round_trips_commands_and_skills(tiny):
     assert tok.padding_side == "left"
 
 
+@pytest.mark.parametrize("grammar", ["wheel", "official"])
+def test_tokenizer_speaks_every_command_grammar(tiny, grammar):
+    """Both put forms and the texts of both grammars' files tokenize without <unk> (official: "{lend.name}")."""
+    from sage_envs.domains.alfworld.scenes import COMMAND_GRAMMARS
+
+    _, tok = tiny
+    feedback = {
+        "wheel": "You move the apple 1 to the countertop 1.",
+        "official": "You put the apple 1 in/on the countertop 1.",
+    }
+    for text in [feedback[grammar], COMMAND_GRAMMARS[grammar].grammar.read_text(), "You arrive at loc 12."]:
+        ids = tok(text, add_special_tokens=False).input_ids
+        assert tok.unk_token_id not in ids, [tok.decode([i]) for i in ids if i == tok.unk_token_id]
+    put = "put apple 1 in/on countertop 1"
+    assert tok.decode(tok(put, add_special_tokens=False).input_ids) == put
+
+
 def test_tokenizer_learns_words_from_texts():
     tok = build_tokenizer(["the zorblax 3 is here"], include_alfworld=False)
     ids = tok("zorblax 3", add_special_tokens=False).input_ids

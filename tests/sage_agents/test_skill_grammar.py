@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from sage_agents.policy import LLMPolicy
 from sage_agents.skill_grammar import INDENT, SkillGrammar
-from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+from sage_envs.domains.alfworld.expert import SKILLS, skill_definitions
 from sage_envs.skills.dsl import parse_call, parse_definition
 from tests.sage_agents.test_policy import assert_trained_logprobs_are_the_sampled_ones
 
-TEMPLATES = [skill_definition(name) for name in SKILLS]
+TEMPLATES = skill_definitions(grammars=("wheel", "official"))  # both put commands, as the demo's mixed training
 GRAMMAR = SkillGrammar.from_definitions(TEMPLATES)
 
 
@@ -29,7 +29,7 @@ def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", 
 
 
 def test_the_vocabulary_is_read_from_the_example_definitions():
-    shapes = {"go to {}", "take {} from {}", "put {} in/on {}", "heat {} with {}", "use {}"}
+    shapes = {"go to {}", "take {} from {}", "put {} in/on {}", "move {} to {}", "heat {} with {}", "use {}"}
     assert shapes <= set(GRAMMAR.command_shapes)
     assert GRAMMAR.collections == ("receptacles", "objects")
     assert {"obj", "where", "place", "microwave"} <= set(GRAMMAR.param_names)

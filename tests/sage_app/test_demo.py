@@ -160,3 +160,37 @@ def test_a_committed_run_from_before_token_level_decoding_still_loads():
     assert REMOVED_FIELDS.keys() & set(saved)  # the committed run has the candidate-scoring settings
     cfg = DemoConfig.load(path)
     assert cfg.seed == saved["seed"] and cfg.rl_steps == saved["rl_steps"]
+
+
+def test_train_games_mix_both_grammars_and_evaluation_stays_on_the_default(tmp_path):
+    cfg = DemoConfig()
+    assert cfg.train_command_grammar == "mixed" and cfg.train_env_kwargs == {
+        **cfg.env_kwargs,
+        "command_grammar": "mixed",
+    }
+    assert "command_grammar" not in cfg.env_kwargs  # evaluation: the env's default (wheel) generated games
+    for arm in ("grpo", "sage", "reskill"):
+        assert demo.arm_config(cfg, tmp_path, arm, tmp_path / "sft", 0).env_kwargs["command_grammar"] == "mixed"
+    for _, _, env_kwargs in agent_entries(cfg, tmp_path / "sft", {"sage": tmp_path / "sage"}).values():
+        assert "command_grammar" not in env_kwargs
+    wheel = DemoConfig(train_command_grammar="wheel")
+    assert demo.arm_config(wheel, tmp_path, "grpo", tmp_path / "sft", 0).env_kwargs["command_grammar"] == "wheel"
+    with pytest.raises(ValueError, match="command_grammar='offical' is not one of .*'official'"):
+        DemoConfig(train_command_grammar="offical")
+
+
+def test_sage_templates_say_the_put_command_of_every_train_grammar():
+    def puts(cfg):
+        lines = {line.strip() for t in cfg.sage_kwargs["skill_templates"] for line in t.splitlines()}
+        return sorted(line for line in lines if line.startswith(("move {obj}", "put {obj}")))
+
+    assert puts(DemoConfig()) == ["move {obj} to {place}", "put {obj} in/on {place}"]
+    assert puts(DemoConfig(train_command_grammar="official")) == ["put {obj} in/on {place}"]
+    assert puts(DemoConfig(train_command_grammar="wheel")) == ["move {obj} to {place}"]
+    assert len(DemoConfig().sage_kwargs["skill_templates"]) == 2 * len(DemoConfig().expert_skills)
+
+
+def test_a_run_saved_before_the_grammar_option_loads_as_wheel_trained():
+    path = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo" / "demo_config.json"
+    assert "train_command_grammar" not in json.loads(path.read_text())
+    assert DemoConfig.load(path).train_command_grammar == "wheel"

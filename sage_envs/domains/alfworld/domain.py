@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sage_envs.domain import SPLITS, Domain, TaskSpec
 from sage_envs.domains.alfworld.engines import ENGINES, check_engine, make_game
@@ -31,7 +30,8 @@ class AlfworldDomain(Domain):
     filters (:mod:`sage_envs.domains.alfworld.official`); chains group them by floor plan (one household).
     ``source="generated"`` delegates tasks, chains and game files to
     :mod:`sage_envs.domains.alfworld.generator`, which draws seeded chains in the scene layouts shipped in the
-    alfworld wheel and writes (and checks) a game the first time a task is loaded, cached under ``cache_dir``.
+    alfworld wheel and writes (and checks) a game the first time a task is loaded, cached under ``cache_dir``;
+    ``command_grammar`` chooses the words its games speak.
     """
 
     name = "alfworld"
@@ -46,6 +46,7 @@ class AlfworldDomain(Domain):
         engine: str = "native",
         *,
         seed: int | None = None,
+        command_grammar: str = "wheel",
     ) -> None:
         """Configure the domain; nothing is read from disk until a split is first used.
 
@@ -59,16 +60,28 @@ class AlfworldDomain(Domain):
             engine: ``"native"`` (in-process, transcript-identical, fast) or ``"textworld"`` (TextWorld's PDDL
                 engine, as ALFWorld runs it).
             seed: deprecated name of ``generator_seed`` (warns with a DeprecationWarning).
+            command_grammar: the grammar of generated games: ``"wheel"`` ("move X to Y", the default),
+                ``"official"`` ("put X in/on Y", "You arrive at loc 12.", as the official games) or ``"mixed"``
+                (each chain draws one, the same every time; :mod:`sage_envs.domains.alfworld.generator`).
+                Official games speak their own grammar: with ``source="official"`` only the default is accepted.
 
         Raises:
-            InvalidConfigError: for an unknown ``source`` or ``engine``, or both ``seed`` and ``generator_seed``
-                given.
+            InvalidConfigError: for an unknown ``source``, ``engine`` or ``command_grammar``, a grammar other than
+                the default for official games, or both ``seed`` and ``generator_seed`` given.
         """
         generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
         if source not in SOURCES:
             raise InvalidConfigError(f"source={source!r} is not one of {SOURCES}.{suggest(source, SOURCES)}")
         check_engine(engine)
+        if source == "generated":
+            self._generator().check_command_grammar(command_grammar)
+        elif command_grammar != "wheel":
+            raise InvalidConfigError(
+                f"command_grammar={command_grammar!r} chooses the grammar of generated games; the official games "
+                "speak their own (put X in/on Y): leave command_grammar unset with source='official'."
+            )
         self.source = source
+        self.command_grammar = command_grammar
         self.engine = engine
         self.data_dir = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR)
         self.cache_dir = cache_dir  # None: the generator's default
@@ -91,7 +104,9 @@ class AlfworldDomain(Domain):
                 self._tasks[split] = official_tasks(self._official_data_dir(), split)
             else:
                 generator = self._generator()
-                self._tasks[split] = generator.generated_tasks(split, GENERATED_TASKS_CHAIN_LENGTH, self.generator_seed)
+                self._tasks[split] = generator.generated_tasks(
+                    split, GENERATED_TASKS_CHAIN_LENGTH, self.generator_seed, command_grammar=self.command_grammar
+                )
         return list(self._tasks[split])
 
     def load(self, task: TaskSpec) -> TaskGame:
@@ -118,7 +133,7 @@ class AlfworldDomain(Domain):
         _check_split(split)
         generator = self._generator()
         return [
-            generator.chain_tasks(split, index, chain_length, self.generator_seed)
+            generator.chain_tasks(split, index, chain_length, self.generator_seed, self.command_grammar)
             for index in range(generator.NUM_CHAINS[split])
         ]
 
@@ -136,7 +151,8 @@ class AlfworldDomain(Domain):
         """Texts that cover ALFWorld's words, read from the installed ``alfworld`` wheel ([] if absent).
 
         Object and receptacle names (``alfworld.gen.constants``), the goal templates
-        (``alfworld.gen.goal_library``) and the command words and messages of the grammar (``alfred.twl2``).
+        (``alfworld.gen.goal_library``) and the command words and messages of every
+        command grammar a game can speak (the wheel's ``alfred.twl2``, the official games').
         """
         texts: list[str] = []
         try:
@@ -147,17 +163,27 @@ class AlfworldDomain(Domain):
         names = set(constants.OBJECTS) | set(constants.RECEPTACLES)
         texts.append(" ".join(sorted(name.lower() for name in names)))
         texts += [template for goal in goals.gdict.values() for template in goal.get("templates", [])]
-        twl2 = Path(constants.__file__).resolve().parents[1] / "data" / "alfred.twl2"
-        if twl2.exists():
-            texts.append(twl2.read_text(errors="replace"))
+        from sage_envs.domains.alfworld.scenes import COMMAND_GRAMMARS
+
+        texts += [files.grammar.read_text(errors="replace") for files in COMMAND_GRAMMARS.values()]
         return texts
 
     @classmethod
-    def skill_templates(cls) -> dict[str, str]:
-        """The expert's skill definitions by name, with the generated games' put form (``move X to Y``) first."""
-        from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+    def skill_templates(cls, command_grammar: str = "wheel", **_env_kwargs: Any) -> dict[str, list[str]]:
+        """The expert's skill definitions by name, one per grammar the ``command_grammar`` games speak.
 
-        return {name: skill_definition(name) for name in SKILLS}
+        Their put line is the grammar's ("move X to Y" or "put X in/on Y"); ``mixed`` gives both, wheel first.
+
+        Raises:
+            InvalidConfigError: ``command_grammar`` is not a generator choice.
+        """
+        from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
+        from sage_envs.domains.alfworld.generator import check_command_grammar
+        from sage_envs.domains.alfworld.scenes import COMMAND_GRAMMARS
+
+        check_command_grammar(command_grammar)
+        grammars = tuple(COMMAND_GRAMMARS) if command_grammar == "mixed" else (command_grammar,)
+        return {name: [skill_definition(name, grammar) for grammar in grammars] for name in SKILLS}
 
     def _official_data_dir(self) -> str | os.PathLike[str]:
         if self.data_dir is None:

@@ -23,6 +23,9 @@ class AlfworldChainEnv(SageChainEnv):
       ``reset(seed=...)`` takes). ``seed=`` is its deprecated name: it still works, with a DeprecationWarning.
     * ``engine``: ``"native"`` (default; in-process, transcript-identical to TextWorld's, see docs/native_engine.md)
       or ``"textworld"`` (TextWorld's PDDL engine, as ALFWorld runs it).
+    * ``command_grammar``: the words of generated games: ``"wheel"`` (default: "move X to Y", the wheel's
+      ``alfred.twl2``), ``"official"`` ("put X in/on Y", the official games' grammar) or ``"mixed"`` (each chain
+      draws one of the two from its seed and index). Official games keep their own grammar.
 
     ## Version History
     * v0: initial release.
@@ -39,11 +42,17 @@ class AlfworldChainEnv(SageChainEnv):
         engine: str = "native",
         *,
         seed: int | None = None,
+        command_grammar: str = "wheel",
         **kwargs: Any,
     ):
         """Create the env; see the class docstring for the ALFWorld arguments."""
         generator_seed = resolve_generator_seed(generator_seed, seed, stacklevel=2)
         domain = AlfworldDomain(
-            source=source, data_dir=data_dir, cache_dir=cache_dir, generator_seed=generator_seed, engine=engine
+            source=source,
+            data_dir=data_dir,
+            cache_dir=cache_dir,
+            generator_seed=generator_seed,
+            engine=engine,
+            command_grammar=command_grammar,
         )
         super().__init__(domain, **kwargs)

@@ -8,6 +8,11 @@ walkthrough is :meth:`~sage_envs.domains.alfworld.textworld_engine.AlfworldGame.
 With ``use_skills=True`` it plays as SAGE intends: the first time a routine is needed in a chain it sends a
 skill definition followed by a call, and later tasks call the stored skill (one turn instead of many). Every
 skill is parameterised by object and place, so the tasks of one household reuse each other's skills.
+
+Games speak one of two command grammars (:data:`~sage_envs.domains.alfworld.scenes.COMMAND_GRAMMARS`): the
+official games "put X in/on Y", games generated with the wheel's grammar "move X to Y". The expert reads the
+game's put command from its admissible commands, and its skill bodies say that form only, with no fallback to
+the other: a skill is written for the game it is played in (:func:`skill_definition`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 import numpy as np
 from alfworld.gen import constants
 
+from sage_envs.domains.alfworld.scenes import COMMAND_GRAMMARS, command_templates
 from sage_envs.domains.alfworld.textworld_engine import opening_receptacles, split_listing
 
 TASK_PATTERNS = (
@@ -126,8 +132,19 @@ SKILLS = {
                 use {lamp}
                 return""",
 }
-"""The expert's skill programs; ``PUT`` becomes the game's put command, with the other form as fallback."""
-_PUT_FORMS = {"put": "put {obj} in/on {place}", "move": "move {obj} to {place}"}
+"""The expert's skill programs; ``PUT`` becomes the put command of the game's grammar (:data:`PUT_COMMANDS`)."""
+
+PUT_COMMANDS = {
+    name: command_templates(files.grammar.read_text())["PutObject"].format(o="{obj}", r="{place}")
+    for name, files in COMMAND_GRAMMARS.items()
+}
+"""The put command of each command grammar, read from its twl2 grammar: ``{"wheel": "move {obj} to {place}",
+"official": "put {obj} in/on {place}"}``."""
+# An admissible command -> the grammar whose put command it is (a template's words around its two slots).
+_PUT_PATTERNS = {
+    name: re.compile(".+".join(re.escape(part) for part in re.split(r"\{obj\}|\{place\}", command)))
+    for name, command in PUT_COMMANDS.items()
+}
 
 
 NAME_VARIANTS = {
@@ -142,23 +159,37 @@ NAME_VARIANTS = {
 skills with the vocabulary of :data:`SKILLS` can write them too)."""
 
 
-def skill_variant(name: str, rename: str, order: Sequence[int], put_form: str = "move") -> str:
+def skill_variant(name: str, rename: str, order: Sequence[int], grammar: str = "wheel") -> str:
     """:func:`skill_definition` of ``name`` called ``rename``, its parameters in ``order``, without comments."""
-    lines = skill_definition(name, put_form).split("\n")
+    lines = skill_definition(name, grammar).split("\n")
     params = lines[0].split("(", 1)[1].split(")", 1)[0].split(", ")
     header = f"skill {rename}({', '.join(params[i] for i in order)}):"
     return "\n".join([header] + [line for line in lines[1:] if not line.strip().startswith("#")])
 
 
-def skill_definition(name: str, put_form: str = "move") -> str:
-    """The DSL definition of the expert's skill ``name``; its put line tries ``put_form`` (``put``/``move``) first.
+def skill_definition(name: str, grammar: str = "wheel") -> str:
+    """The DSL definition of the expert's skill ``name`` for games of ``grammar`` (a key of :data:`PUT_COMMANDS`).
 
-    Official games say "put X in/on Y", generated games "move X to Y"; the other form is the fallback.
-    ``[skill_definition(n) for n in SKILLS]`` are the skill templates a constrained-decoding policy can offer.
+    Its put line is that grammar's put command only: a skill written for one grammar does nothing where the other
+    is spoken, as a skill an agent writes for the game in front of it would. :func:`skill_definitions` gives the
+    templates a constrained-decoding policy can offer, or the vocabulary it writes skills with.
     """
-    second = "move" if put_form == "put" else "put"
-    put = f'{_PUT_FORMS[put_form]}\n    if "Nothing happens" in observation:\n        {_PUT_FORMS[second]}'
-    return SKILLS[name].replace("PUT", put)
+    return SKILLS[name].replace("PUT", PUT_COMMANDS[grammar])
+
+
+def skill_definitions(names: Sequence[str] | None = None, grammars: Sequence[str] = ("wheel",)) -> list[str]:
+    """:func:`skill_definition` of each skill of ``names`` (None = all of :data:`SKILLS`) in each of ``grammars``.
+
+    A policy that plays games of several grammars needs each skill in each of them (its put line differs).
+    """
+    return [
+        skill_definition(name, grammar) for name in SKILLS if names is None or name in names for grammar in grammars
+    ]
+
+
+def put_grammar(command: str) -> str:
+    """The grammar whose put command ``command`` is (``wheel`` / ``official``), or "" for another command."""
+    return next((name for name, pattern in _PUT_PATTERNS.items() if pattern.fullmatch(command)), "")
 
 
 @dataclass(frozen=True)
@@ -239,7 +270,7 @@ class _World:
             for objects in self.contents.values():
                 if self.holding in objects:
                     objects.remove(self.holding)
-        elif verb in ("put", "move") and self.holding:
+        elif self.holding and put_grammar(command):
             self.contents.setdefault(self.location, []).append(self.holding)
             self.placed.append(self.holding)
             self.holding = ""
@@ -305,7 +336,7 @@ class AlfworldExpert:
     def reset(self) -> None:
         """Forget the previous chain (called at each chain start)."""
         self._skills_off = not self.use_skills
-        self._put_form = ""  # "put" or "move", once an admissible command shows the game's form
+        self._grammar = ""  # "wheel" or "official", once an admissible put command shows the game's grammar
         self._broken: set[str] = set()  # skills that failed to define or run in this chain
         self._variants: dict[str, tuple[str, tuple[int, ...]]] = {}  # skill -> (its name, parameter order) here
         if self._rng is not None:
@@ -327,7 +358,7 @@ class AlfworldExpert:
         else:
             self._world.observe(self._last_action, text)
         admissible = list(info.get("admissible_commands", []))
-        self._learn_put_form(admissible)
+        self._learn_grammar(admissible)
         action = self._skill_action(info) if not (self._skills_off or self._plain) else None
         self._last_action = action or self._command(admissible)
         return self._last_action
@@ -386,12 +417,9 @@ class AlfworldExpert:
         # place_in and the *_then_place skills end with the object put down, treated for the latter.
         return not world.holding and (name == "place_in" or world.treated)
 
-    def _learn_put_form(self, admissible: Sequence[str]) -> None:
-        for command in admissible:
-            if command.startswith("move ") and " to " in command:
-                self._put_form = "move"
-            elif command.startswith("put ") and " in/on " in command:
-                self._put_form = "put"
+    def _learn_grammar(self, admissible: Sequence[str]) -> None:
+        grammar = next((g for g in map(put_grammar, admissible) if g), "")
+        self._grammar = grammar or self._grammar
 
     # ------------------------------------------------------------------ planning
     def _search_order(self, kind: str, exclude: Sequence[str]) -> list[str]:
@@ -492,10 +520,9 @@ class AlfworldExpert:
         if place not in world.contents:  # reached without a look at it (it shares the spot we came from)
             return f"examine {place}"
         for command in admissible:
-            verb = command.split(" ", 1)[0]
-            if verb in _PUT_FORMS and command.endswith(" " + place) and f" {world.holding} " in command:
+            if put_grammar(command) and command.endswith(" " + place) and f" {world.holding} " in command:
                 return command
-        return _PUT_FORMS[self._put_form or "move"].format(obj=world.holding, place=place)
+        return PUT_COMMANDS[self._grammar or "wheel"].format(obj=world.holding, place=place)
 
     def _search_command(self, kind: str, exclude: Sequence[str]) -> str:
         """Next search command for an object of type ``kind``: open the closed receptacle here, or move on."""
@@ -560,7 +587,7 @@ class AlfworldExpert:
         return same[0] if len(same) == 1 else rtype
 
     def _definition(self, name: str) -> str:
-        """The definition text; the put line uses the game's form first and the other form as fallback."""
+        """The definition text, its put line in the game's grammar (the wheel's until a put command was seen)."""
         if name in self._variants:
-            return skill_variant(name, *self._variants[name], self._put_form or "move")
-        return skill_definition(name, self._put_form or "move")
+            return skill_variant(name, *self._variants[name], self._grammar or "wheel")
+        return skill_definition(name, self._grammar or "wheel")

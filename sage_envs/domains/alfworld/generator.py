@@ -14,6 +14,10 @@ Two stages, so that listing a split is cheap and the engine runs only for games 
 
 Splits are by scene: :data:`UNSEEN_SCENES` are used by ``valid_unseen`` only; ``train`` and ``valid_seen``
 share the other scenes with different seeds. See docs/alfworld_generation.md.
+
+``command_grammar`` chooses the words of the games (:data:`COMMAND_GRAMMAR_CHOICES`): the wheel's grammar
+("move X to Y", the default), the official games' ("put X in/on Y"), or a mix, each chain drawing one. The
+grammar changes no draw: a chain has the same tasks and households whatever its grammar.
 """
 
 from __future__ import annotations
@@ -36,11 +40,15 @@ from sage_envs.domains.alfworld.scenes import TaskParams
 from sage_envs.error import GameGenerationError, InvalidConfigError, suggest
 
 __all__ = [
+    "COMMAND_GRAMMAR_CHOICES",
     "GENERATOR_VERSION",
     "NUM_CHAINS",
     "SAME_TYPE_PROB",
     "UNSEEN_SCENES",
+    "chain_grammar",
     "chain_tasks",
+    "check_command_grammar",
+    "game_folder",
     "generate_game",
     "generated_tasks",
     "scene_split",
@@ -71,11 +79,20 @@ SAME_TYPE_PROB = 0.5
 MAX_ATTEMPTS = 5
 """Placements tried per task before :func:`generate_game` gives up."""
 
+COMMAND_GRAMMAR_CHOICES = (*scenes.COMMAND_GRAMMARS, "mixed")
+"""Values of ``command_grammar``: a grammar of :data:`~sage_envs.domains.alfworld.scenes.COMMAND_GRAMMARS`
+for every chain (``wheel``: "move X to Y"; ``official``: "put X in/on Y"), or ``mixed``: each chain draws one
+(:func:`chain_grammar`)."""
+
 CACHE_ENV_VAR = "SAGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = "~/.cache/sage_envs"
 CACHE_SUBDIR = "alfworld-generated"
 
 _SPLIT_CODE = {split: code for code, split in enumerate(SPLITS)}
+# The last entry of the seed of a mixed chain's grammar draw: its own stream, apart from the chain's draws
+# (seeded by 3 numbers) and the placements' (5). Not 0: numpy pads a short seed with zeros, so a trailing 0
+# would give the chain's own stream.
+_GRAMMAR_STREAM = 0x6772616D
 _PARAM_KEYS = ("object_target", "parent_target", "toggle_target")
 T = TypeVar("T")
 
@@ -116,6 +133,37 @@ def _check_count(name: str, value: object, minimum: int) -> None:
         raise InvalidConfigError(f"{name}={value!r} must be an integer >= {minimum}.")
 
 
+def check_command_grammar(command_grammar: str) -> None:
+    """Raise :class:`InvalidConfigError` unless ``command_grammar`` is one of :data:`COMMAND_GRAMMAR_CHOICES`."""
+    if command_grammar not in COMMAND_GRAMMAR_CHOICES:
+        raise InvalidConfigError(
+            f"command_grammar={command_grammar!r} is not one of {COMMAND_GRAMMAR_CHOICES}: 'wheel' (move X to Y, "
+            "the default), 'official' (put X in/on Y, as the official games) or 'mixed' (each chain draws one)."
+            + suggest(str(command_grammar), COMMAND_GRAMMAR_CHOICES)
+        )
+
+
+def chain_grammar(command_grammar: str, split: str, index: int, seed: int = 0) -> str:
+    """The grammar (a key of ``scenes.COMMAND_GRAMMARS``) that chain ``index`` of ``split`` speaks.
+
+    ``command_grammar`` itself, except ``mixed``: then one grammar drawn uniformly for the whole chain from
+    ``(seed, split, index)``, so the same chain always speaks the same grammar. One grammar per chain, not per
+    game: a skill written in a chain's first task is called in its later ones, as in an official chain (one
+    household), where every game speaks the official grammar.
+
+    Raises:
+        InvalidConfigError: for an unknown ``command_grammar`` or split, or a bad index or seed.
+    """
+    check_command_grammar(command_grammar)
+    _check_split(split)
+    _check_count("index", index, 0)
+    _check_count("seed", seed, 0)
+    if command_grammar != "mixed":
+        return command_grammar
+    rng = np.random.default_rng([int(seed), _SPLIT_CODE[split], int(index), _GRAMMAR_STREAM])
+    return _pick(rng, tuple(scenes.COMMAND_GRAMMARS))
+
+
 def _pick(rng: np.random.Generator, items: Sequence[T]) -> T:
     return items[int(rng.integers(len(items)))]
 
@@ -144,7 +192,9 @@ def _next_params(rng: np.random.Generator, scene: str, chain: list[TaskParams]) 
     return _pick(rng, overlapping or other)
 
 
-def chain_tasks(split: str, index: int, chain_length: int, seed: int = 0) -> tuple[TaskSpec, ...]:
+def chain_tasks(
+    split: str, index: int, chain_length: int, seed: int = 0, command_grammar: str = "wheel"
+) -> tuple[TaskSpec, ...]:
     """Chain ``index`` of ``split``: ``chain_length`` related tasks in one household, without the engine.
 
     The first task's type is uniform over the six types, its scene uniform over the split's scenes that
@@ -157,21 +207,20 @@ def chain_tasks(split: str, index: int, chain_length: int, seed: int = 0) -> tup
         index: the chain number, >= 0 (any index is valid; :data:`NUM_CHAINS` only sets the default range).
         chain_length: tasks per chain, >= 1.
         seed: the base seed; another seed gives other chains (and other game folders).
+        command_grammar: the words of the chain's games (:data:`COMMAND_GRAMMAR_CHOICES`); it changes no draw.
 
     Returns:
         TaskSpecs with ``task_id``
         ``<scene>/<split>-<index:06d>-<position>/<type>-<object>-None-<receptacle>``, ``scenario`` the scene,
         and ``extra`` holding strings: ``split``, ``chain``, ``position``, ``seed``, ``scene``, ``room``,
-        ``task_type``, ``object_target``, ``parent_target``, ``toggle_target`` and ``description`` (the task
-        sentence the game will show).
+        ``task_type``, ``object_target``, ``parent_target``, ``toggle_target``, ``description`` (the task
+        sentence the game will show) and ``command_grammar`` (the chain's grammar, :func:`chain_grammar`).
 
     Raises:
-        InvalidConfigError: for an unknown split or a negative / non-integer index, length or seed.
+        InvalidConfigError: for an unknown split or grammar, or a negative / non-integer index, length or seed.
     """
-    _check_split(split)
-    _check_count("index", index, 0)
+    grammar = chain_grammar(command_grammar, split, index, seed)
     _check_count("chain_length", chain_length, 1)
-    _check_count("seed", seed, 0)
     rng = np.random.default_rng([int(seed), _SPLIT_CODE[split], int(index)])
 
     task_type = _pick(rng, TASK_TYPES)
@@ -193,6 +242,7 @@ def chain_tasks(split: str, index: int, chain_length: int, seed: int = 0) -> tup
             "task_type": params.task_type,
             **{key: getattr(params, key) for key in _PARAM_KEYS},
             "description": params.sentence(template),
+            "command_grammar": grammar,
         }
         task_id = f"{scene}/{split}-{int(index):06d}-{position}/{params.name}"
         specs.append(TaskSpec(task_id=task_id, task_type=params.task_type, scenario=scene, extra=extra))
@@ -200,17 +250,18 @@ def chain_tasks(split: str, index: int, chain_length: int, seed: int = 0) -> tup
 
 
 def generated_tasks(
-    split: str, chain_length: int, seed: int = 0, num_chains: int | None = None
+    split: str, chain_length: int, seed: int = 0, num_chains: int | None = None, command_grammar: str = "wheel"
 ) -> list[TaskSpec]:
     """All tasks of the split's first ``num_chains`` chains (default :data:`NUM_CHAINS`), chain after chain.
 
     Raises:
-        InvalidConfigError: for an unknown split or a bad length, seed or ``num_chains``.
+        InvalidConfigError: for an unknown split or grammar, or a bad length, seed or ``num_chains``.
     """
     _check_split(split)
+    check_command_grammar(command_grammar)
     count = NUM_CHAINS[split] if num_chains is None else num_chains
     _check_count("num_chains", count, 0)
-    return [task for index in range(count) for task in chain_tasks(split, index, chain_length, seed)]
+    return [task for index in range(count) for task in chain_tasks(split, index, chain_length, seed, command_grammar)]
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -222,30 +273,51 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path(base).expanduser() / CACHE_SUBDIR / GENERATOR_VERSION
 
 
-def _spec_fields(task: TaskSpec) -> tuple[str, int, int, int, TaskParams]:
-    """``(split, chain, position, seed, params)`` from a spec made by :func:`chain_tasks`."""
+def game_folder(task: TaskSpec, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where :func:`generate_game` keeps ``task``'s game: one folder per seed and grammar.
+
+    The grammar is part of the key, so games of two grammars never share a folder; the wheel's games keep the
+    folder they had before grammars could be chosen (``seed-<seed>``), so existing caches stay valid.
+
+    Raises:
+        InvalidConfigError: when ``task`` was not made by :func:`chain_tasks`.
+    """
+    *_, seed, _, grammar = _spec_fields(task)
+    suffix = "" if grammar == "wheel" else f"-{grammar}"
+    return cache_root(cache_dir) / f"seed-{seed}{suffix}" / task.task_id
+
+
+def _spec_fields(task: TaskSpec) -> tuple[str, int, int, int, TaskParams, str]:
+    """``(split, chain, position, seed, params, grammar)`` from a spec made by :func:`chain_tasks`."""
     try:
         split, extra = task.extra["split"], task.extra
         fields = int(extra["chain"]), int(extra["position"]), int(extra["seed"])
         params = TaskParams(task.task_type, *(extra[key] for key in _PARAM_KEYS))
+        grammar = extra["command_grammar"]
     except (KeyError, ValueError) as err:
         raise InvalidConfigError(
             f"task {task.task_id!r} was not made by chain_tasks(): its extra lacks {err}; build generated "
             "tasks with chain_tasks() or generated_tasks()."
         ) from None
     _check_split(split)
-    return (split, *fields, params)
+    if grammar not in scenes.COMMAND_GRAMMARS:
+        raise InvalidConfigError(
+            f"task {task.task_id!r} has command_grammar={grammar!r}, not one of {tuple(scenes.COMMAND_GRAMMARS)} "
+            "(a chain's resolved grammar); build generated tasks with chain_tasks() or generated_tasks()."
+        )
+    return (split, *fields, params, grammar)
 
 
 def _game_files(task: TaskSpec, params: TaskParams, attempt: int) -> tuple[dict, dict, list[str]]:
     """The game file, the traj_data (walkthrough still unverified) and the walkthrough for one attempt."""
-    split, chain, position, seed, _ = _spec_fields(task)
+    split, chain, position, seed, _, grammar_name = _spec_fields(task)
     scene = scenes.load_scene(task.extra["scene"])
     rng = np.random.default_rng([seed, _SPLIT_CODE[split], chain, position, attempt])
     household = scenes.sample_household(scene, params, rng)
-    grammar = scenes.GRAMMAR_PATH.read_text().replace("UNKNOWN GOAL", task.extra["description"])
+    files = scenes.COMMAND_GRAMMARS[grammar_name]
+    grammar = files.grammar.read_text().replace("UNKNOWN GOAL", task.extra["description"])
     game = {
-        "pddl_domain": scenes.PDDL_DOMAIN_PATH.read_text(),
+        "pddl_domain": files.pddl_domain.read_text(),
         "grammar": grammar,
         "pddl_problem": scenes.problem_pddl(household, params, f"plan_{split}_{chain:06d}_{position}"),
         "solvable": True,
@@ -272,6 +344,7 @@ def _game_files(task: TaskSpec, params: TaskParams, attempt: int) -> tuple[dict,
             "chain": chain,
             "position": position,
             "attempt": attempt,
+            "command_grammar": grammar_name,
         },
     }
     return game, traj, walkthrough
@@ -302,17 +375,19 @@ def _write_json(path: Path, data: dict) -> None:
 def generate_game(task: TaskSpec, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The folder of ``task``'s game, written and verified on first use, then read from the cache.
 
-    The folder is ``cache_root(cache_dir)/seed-<seed>/<task_id>``, holding ``game.tw-pddl`` and
-    ``traj_data.json``. It is built in a private temporary folder and renamed into place, so readers never see
-    a half-written game and concurrent callers (threads or processes) agree: the first rename wins, the others
-    discard their copy. A placement whose walkthrough the engine does not win is redrawn (attempt 1, 2, ...).
+    The folder is ``cache_root(cache_dir)/seed-<seed>/<task_id>`` for the wheel's grammar and
+    ``cache_root(cache_dir)/seed-<seed>-<grammar>/<task_id>`` for another (:func:`game_folder`), holding
+    ``game.tw-pddl`` and ``traj_data.json``. It is built in a private temporary folder and renamed into place,
+    so readers never see a half-written game and concurrent callers (threads or processes) agree: the first
+    rename wins, the others discard their copy. A placement whose walkthrough the engine does not win is redrawn
+    (attempt 1, 2, ...).
 
     Raises:
         InvalidConfigError: when ``task`` was not made by :func:`chain_tasks`.
         GameGenerationError: when no attempt out of :data:`MAX_ATTEMPTS` gives a game the engine wins.
     """
-    split, chain, position, seed, params = _spec_fields(task)
-    game_dir = cache_root(cache_dir) / f"seed-{seed}" / task.task_id
+    split, chain, position, seed, params, _ = _spec_fields(task)
+    game_dir = game_folder(task, cache_dir)
     if (game_dir / GAME_FILE).is_file() and (game_dir / TRAJ_FILE).is_file():
         return game_dir
 

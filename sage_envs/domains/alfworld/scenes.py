@@ -28,6 +28,32 @@ ALFWORLD_DIR = Path(alfworld.__file__).parent
 LAYOUTS_DIR = ALFWORLD_DIR / "gen" / "layouts"
 PDDL_DOMAIN_PATH = ALFWORLD_DIR / "data" / "alfred.pddl"
 GRAMMAR_PATH = ALFWORLD_DIR / "data" / "alfred.twl2"
+OFFICIAL_GRAMMAR_PATH = Path(__file__).parent / "data" / "alfred_official.twl2"
+"""The grammar of the official json_2.1.1 games, verbatim but for the goal (``UNKNOWN GOAL``, as in the wheel's)."""
+OFFICIAL_PDDL_DOMAIN_PATH = Path(__file__).parent / "data" / "alfred_official.pddl"
+"""The PDDL domain of the official json_2.1.1 games, verbatim (no ``help`` action; a Sink cleans as a SinkBasin)."""
+
+
+@dataclass(frozen=True)
+class CommandGrammar:
+    """The files a generated game's rules and words come from (its ``pddl_domain`` and ``grammar`` fields)."""
+
+    grammar: Path
+    """The twl2 grammar: command templates (:func:`command_templates`) and feedback texts."""
+    pddl_domain: Path
+    """The PDDL domain the grammar was written for (the grammar names its actions, ``help`` included or not)."""
+
+
+COMMAND_GRAMMARS = {
+    "wheel": CommandGrammar(GRAMMAR_PATH, PDDL_DOMAIN_PATH),
+    "official": CommandGrammar(OFFICIAL_GRAMMAR_PATH, OFFICIAL_PDDL_DOMAIN_PATH),
+}
+"""The command grammars a generated game can speak, by name.
+
+``wheel``: the alfworld wheel's ``alfred.twl2`` and ``alfred.pddl`` ("move X to Y", "You arrive at cabinet 1.",
+``help``). ``official``: the files every official game carries ("put X in/on Y", "You arrive at loc 12.", no
+``help``), so that generated games read like the benchmark's.
+"""
 
 ALL_SCENES = tuple(f"FloorPlan{n}" for numbers in constants.SCENE_TYPE.values() for n in numbers)
 """The 120 shipped layouts: kitchens 1-30, living rooms 201-230, bedrooms 301-330, bathrooms 401-430."""
@@ -382,9 +408,9 @@ def display_names(household: Household) -> dict[str, str]:
 def command_templates(grammar: str) -> dict[str, str]:
     """The command template of each action in a twl2 grammar, e.g. ``{"PutObject": "move {o} to {r}"}``.
 
-    Read from the grammar rather than hard-coded: the wheel's grammar says "move X to Y", older ones
-    "put X in/on Y". ``GotoLocation``'s template is a listing rule, so it is given the form TextWorld's
-    planner uses.
+    Read from the grammar rather than hard-coded: the wheel's grammar says "move X to Y", the official games'
+    "put X in/on Y" (:data:`COMMAND_GRAMMARS`). ``GotoLocation``'s template is a listing rule, so it is given the
+    form TextWorld's planner uses.
     """
     templates = dict(re.findall(r'action (\w+) \{\s*template :: "([^"]*)";', grammar))
     templates["GotoLocation"] = "go to {r}"

@@ -7,7 +7,17 @@ from alfworld.gen import goal_library
 
 from sage_envs.chain import SageChainEnv
 from sage_envs.domains.alfworld.domain import TASK_TYPES, AlfworldDomain
-from sage_envs.domains.alfworld.expert import APPLIANCES, SKILLS, AlfworldExpert, parse_task
+from sage_envs.domains.alfworld.expert import (
+    APPLIANCES,
+    PUT_COMMANDS,
+    SKILLS,
+    AlfworldExpert,
+    parse_task,
+    put_grammar,
+    skill_definition,
+    skill_definitions,
+)
+from sage_envs.domains.alfworld.generator import chain_grammar
 from sage_envs.domains.alfworld.official import official_tasks
 from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
 from sage_envs.skills import parse_definition
@@ -35,17 +45,46 @@ def test_parse_task_covers_every_template(task_type: str) -> None:
     assert parse_task("dance with the fridge") is None
 
 
-@pytest.mark.parametrize("form", ["put", "move"])
-def test_skill_programs_parse(form: str) -> None:
+@pytest.mark.parametrize(
+    ("grammar", "put", "other"),
+    [("official", "put {obj} in/on {place}", "move {obj} to"), ("wheel", "move {obj} to {place}", "in/on")],
+)
+def test_skill_programs_parse_and_say_the_games_put_command_only(grammar: str, put: str, other: str) -> None:
     expert = AlfworldExpert()
-    expert._put_form = form
+    expert._grammar = grammar
     for name in SKILLS:
         skill, calls = parse_definition(expert._definition(name))
         assert skill.name == name and skill.description and calls == []
     place_in = expert._definition("place_in")
-    forms = ["put {obj} in/on {place}", "move {obj} to {place}"]
-    first, second = forms if form == "put" else forms[::-1]
-    assert place_in.index(first) < place_in.index(second)  # the game's form first, the other as fallback
+    assert place_in.rstrip().endswith(put) and other not in place_in  # no fallback to the other grammar
+
+
+def test_put_commands_are_read_from_the_grammars() -> None:
+    assert PUT_COMMANDS == {"wheel": "move {obj} to {place}", "official": "put {obj} in/on {place}"}
+    assert put_grammar("move apple 1 to countertop 1") == "wheel"
+    assert put_grammar("put apple 1 in/on countertop 1") == "official"
+    assert put_grammar("put apple 1 on countertop 1") == put_grammar("go to countertop 1") == ""
+    both = skill_definitions(["place_in", "use_lamp"], grammars=("wheel", "official"))
+    assert (
+        both
+        == [skill_definition("place_in", "wheel"), skill_definition("place_in", "official")]
+        + [skill_definition("use_lamp")] * 2
+    )
+
+
+def test_the_expert_learns_the_grammar_from_the_admissible_put_command() -> None:
+    expert = AlfworldExpert(skills=["place_in"])
+    holding = "You pick up the egg 1 from the countertop 1."
+    observation = {"observation": OPENING, "task": "put some egg on fridge", "skills": ""}
+    info = {"admissible_commands": ["go to fridge 1"], "new_task": True, "skill_library": []}
+    expert.act(observation, info)
+    expert._last_action = "take egg 1 from countertop 1"
+    admissible = ["go to fridge 1", "put egg 1 in/on countertop 1"]
+    action = expert.act(
+        {**observation, "observation": holding}, {**info, "new_task": False, "admissible_commands": admissible}
+    )
+    assert action.startswith("skill place_in(") and "    put {obj} in/on {place}\n" in action
+    assert "move" not in action
 
 
 def test_left_out_skills_are_played_with_plain_commands() -> None:
@@ -135,9 +174,10 @@ def test_plain_expert_on_every_valid_seen_game() -> None:
     assert sum(won for won, _ in results) / len(results) >= 0.95
 
 
-def test_plain_expert_solves_a_generated_game(tmp_path) -> None:
-    """Generated games use the wheel's grammar ("move X to Y"): the expert follows the admissible form."""
-    domain = AlfworldDomain(cache_dir=tmp_path)
+@pytest.mark.parametrize("grammar", ["wheel", "official"])
+def test_plain_expert_solves_a_generated_game(tmp_path, grammar: str) -> None:
+    """Generated games speak the grammar asked for ("move X to Y" / "put X in/on Y"): the expert follows it."""
+    domain = AlfworldDomain(cache_dir=tmp_path, command_grammar=grammar)
     task = domain.chains("valid_seen", 1)[0][0]
     won, steps = play_plain(domain.load(task).game_file)
     assert won, f"{task.task_id} not solved in {steps} steps"
@@ -219,6 +259,26 @@ def test_expert_solves_the_generated_chains_it_lost_on_the_leaderboard(tmp_path)
         successes, actions = play_generated_chain(domain, chain)
         assert successes == [True, True], (chain, actions)
         assert any("sinkbasinbasin 1" in action for action in actions)
+
+
+@pytest.mark.parametrize("grammar", ["official", "mixed"])
+def test_skill_expert_wins_generated_chains_in_any_grammar(tmp_path, grammar: str) -> None:
+    """The skill expert on the first 8 generated valid_seen chains wins as many tasks in ``grammar`` as in the wheel's.
+
+    The chains' tasks and households do not depend on the grammar, so the counts compare the same tasks.
+    """
+    wins, spoken = {}, set()
+    for name in ("wheel", grammar):
+        domain = AlfworldDomain(cache_dir=tmp_path, command_grammar=name)
+        for chain in range(8):
+            successes, actions = play_generated_chain(domain, chain)
+            wins[name] = wins.get(name, 0) + sum(successes)
+            # every put it sent, as a command or in a skill body, is the chain's own grammar's
+            said = {put_grammar(line.strip()) for action in actions for line in action.splitlines()} - {""}
+            assert said <= {chain_grammar(name, "valid_seen", chain)}, (name, chain, actions)  # none: a lamp chain
+            spoken |= said
+    assert wins[grammar] == wins["wheel"] >= 14, wins
+    assert spoken == {"wheel", "official"}
 
 
 def test_expert_recovers_when_its_appliance_cannot_clean(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

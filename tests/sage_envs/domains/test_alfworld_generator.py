@@ -253,3 +253,110 @@ def test_every_task_type_is_won_by_its_stored_walkthrough(tmp_path: Path, task_t
     assert traj["generator"]["seed"] == 0 and traj["walkthrough"]
     assert "movable" not in str(game_dir) and "Sliced" not in str(game_dir)
     assert generator.play_walkthrough(game_dir, traj["walkthrough"])
+
+
+# ---------------------------------------------------------------------------------------------- command grammar
+def test_the_grammar_changes_the_put_command_and_nothing_else(tmp_path: Path) -> None:
+    from sage_envs.domains.alfworld.native_engine import NativeAlfworldGame
+
+    task = first_task("valid_seen", "pick_and_place_simple")
+    index, position = int(task.extra["chain"]), int(task.extra["position"])
+    games = {}
+    for grammar in ("wheel", "official"):
+        spec = generator.chain_tasks("valid_seen", index, position + 1, command_grammar=grammar)[position]
+        assert spec.extra["command_grammar"] == grammar and spec.task_id == task.task_id
+        assert {k: v for k, v in spec.extra.items() if k != "command_grammar"} == {
+            k: v for k, v in task.extra.items() if k != "command_grammar"
+        }
+        game_dir = generator.generate_game(spec, tmp_path)
+        games[grammar] = json.loads((game_dir / GAME_FILE).read_text())
+        walkthrough = json.loads((game_dir / TRAJ_FILE).read_text())["walkthrough"]
+        game = NativeAlfworldGame(game_dir)
+        game.reset()
+        for command in walkthrough[:-1]:
+            game.step(command)
+        puts = [c for c in game.admissible_commands() if c.startswith(("move ", "put "))]
+        form = {"wheel": "move {} to {}", "official": "put {} in/on {}"}[grammar]
+        assert puts and all(c.startswith(form.split(" {}")[0]) and form.split("{}")[1] in c for c in puts)
+        assert walkthrough[-1] in puts and game.step(walkthrough[-1]).won
+        game.close()
+    assert games["wheel"]["pddl_problem"] == games["official"]["pddl_problem"]  # the same household
+    assert games["official"]["pddl_domain"] == scenes.OFFICIAL_PDDL_DOMAIN_PATH.read_text()
+    assert games["wheel"]["pddl_domain"] == scenes.PDDL_DOMAIN_PATH.read_text()
+
+
+def test_mixed_gives_both_grammars_deterministically_and_changes_no_draw() -> None:
+    drawn = [generator.chain_grammar("mixed", "train", index) for index in range(200)]
+    assert drawn == [generator.chain_grammar("mixed", "train", index) for index in range(200)]
+    assert 70 < drawn.count("official") < 130 and set(drawn) == {"wheel", "official"}
+    assert drawn != [generator.chain_grammar("mixed", "train", index, seed=1) for index in range(200)]
+    for index in range(20):
+        mixed = generator.chain_tasks("train", index, 3, command_grammar="mixed")
+        wheel = generator.chain_tasks("train", index, 3)
+        assert {t.extra["command_grammar"] for t in mixed} == {drawn[index]}  # one grammar per chain
+        assert [t.task_id for t in mixed] == [t.task_id for t in wheel]
+    assert generator.chain_grammar("official", "train", 0) == "official"
+    assert generator.chain_grammar("wheel", "train", 0) == "wheel"
+
+
+def test_cache_folders_are_keyed_by_grammar(tmp_path: Path) -> None:
+    index = next(i for i in range(50) if generator.chain_grammar("mixed", "valid_unseen", i) == "official")
+    folders = {
+        grammar: generator.game_folder(generator.chain_tasks("valid_unseen", index, 1, command_grammar=grammar)[0])
+        for grammar in generator.COMMAND_GRAMMAR_CHOICES
+    }
+    assert folders["wheel"] != folders["official"] == folders["mixed"]  # mixed: this chain speaks official
+    assert (
+        folders["wheel"]
+        == generator.cache_root() / "seed-0" / generator.chain_tasks("valid_unseen", index, 1)[0].task_id
+    )
+    assert folders["official"].parent.parent.parent.name == "seed-0-official"
+
+
+def test_a_bad_grammar_is_a_clear_error() -> None:
+    with pytest.raises(
+        InvalidConfigError, match=r"command_grammar='offical' is not one of .* Did you mean 'official'\?"
+    ):
+        generator.chain_tasks("train", 0, 2, command_grammar="offical")
+    with pytest.raises(InvalidConfigError, match="command_grammar"):
+        generator.generated_tasks("train", 2, num_chains=1, command_grammar="put")
+    task = generator.chain_tasks("train", 0, 1)[0]
+    for grammar in ("mixed", None):
+        extra = {k: v for k, v in task.extra.items() if k != "command_grammar"}
+        if grammar:
+            extra["command_grammar"] = grammar
+        with pytest.raises(InvalidConfigError, match="command_grammar"):
+            generator.game_folder(TaskSpec(task.task_id, task.task_type, task.scenario, extra))
+
+
+@pytest.mark.official
+def test_the_shipped_official_grammar_is_the_official_games_own() -> None:
+    from .test_alfworld_official import official_data_dir
+
+    game = next((official_data_dir() / "json_2.1.1" / "valid_seen").glob("*/*/game.tw-pddl"))
+    data = json.loads(game.read_text())
+    goal = data["grammar"].split('"rhs": "Your task is to: ', 1)[1].split('."', 1)[0]
+    assert data["grammar"].replace(goal, "UNKNOWN GOAL", 1) == scenes.OFFICIAL_GRAMMAR_PATH.read_text()
+    assert data["pddl_domain"] == scenes.OFFICIAL_PDDL_DOMAIN_PATH.read_text()
+
+
+def test_the_domain_and_the_env_pass_the_grammar_on(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401  (registers the envs)
+    from sage_envs.domains.alfworld.domain import AlfworldDomain
+
+    domain = AlfworldDomain(cache_dir=tmp_path, command_grammar="mixed")
+    chains = domain.chains("valid_seen", 2)
+    assert {c[0].extra["command_grammar"] for c in chains} == {"wheel", "official"}
+    assert [t.extra["command_grammar"] for t in domain.tasks("valid_seen")[:2]] == [
+        chains[0][0].extra["command_grammar"]
+    ] * 2
+    assert {t.extra["command_grammar"] for c in AlfworldDomain().chains("valid_seen", 2) for t in c} == {"wheel"}
+    env = gym.make("SageChain-ALFWorld-v0", split="valid_seen", command_grammar="official", cache_dir=str(tmp_path))
+    assert env.unwrapped.domain.command_grammar == "official"
+    env.close()
+    with pytest.raises(InvalidConfigError, match="did you mean|Did you mean"):
+        AlfworldDomain(command_grammar="mixd")
+    with pytest.raises(InvalidConfigError, match="official games speak their own"):
+        AlfworldDomain(source="official", command_grammar="official")
