@@ -147,9 +147,7 @@ class SkillGrammar:
                 return rest == ""
             options = plan.send(taken[0].text)
 
-    def _body(
-        self, params: list[str], library: Sequence[Signature], arguments: Callable[[str], Sequence[str]]
-    ) -> Plan:
+    def _body(self, params: list[str], library: Sequence[Signature], arguments: Callable[[str], Sequence[str]]) -> Plan:
         """The body's lines; ends having taken ``call`` (the trailing call line's first word)."""
         scopes: list[list[str]] = [[]]  # loop variables of each open block; scopes[d - 1] holds depth d's
         loops: list[bool] = [False]  # whether each open block is (inside) a for loop
@@ -223,9 +221,7 @@ class SkillGrammar:
 _SLOT = object()
 
 
-def _nested_call(
-    library: Sequence[Signature], values: list[str], arguments: Callable[[str], Sequence[str]]
-) -> Plan:
+def _nested_call(library: Sequence[Signature], values: list[str], arguments: Callable[[str], Sequence[str]]) -> Plan:
     """A body's ``call`` statement after its first word: a library skill, then one argument per parameter.
 
     An argument is a placeholder in scope (``{obj}``) or an entity name that ``arguments`` offers for the

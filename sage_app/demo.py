@@ -141,7 +141,8 @@ class DemoConfig:
     sage_writes_skills: bool = True
     """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
     the vocabulary of the expert's definitions), and its SFT data holds the expert's definitions under varied
-    names and parameter orders without comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
+    names, parameter orders and bodies (search loops or not, whole-task skills calling sub-task skills) without
+    comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
     definitions are a menu SAGE picks from (its only way before issue 20)."""
 
     # ------------------------------------------------------------------ evaluation
@@ -198,7 +199,12 @@ class DemoConfig:
     @property
     def sage_kwargs(self) -> dict[str, Any]:
         """The SAGE arm's skill options (LLMPolicy names), the same in SFT data, RL and evaluation."""
-        return {"skill_templates": skill_templates(self.expert_skills), "write_skills": self.sage_writes_skills}
+        templates = skill_templates(self.expert_skills)
+        if self.sage_writes_skills:  # the vocabulary of the varying expert's other bodies (whole-task skills)
+            from sage_envs.domains.alfworld.expert import variant_definitions
+
+            templates += variant_definitions()
+        return {"skill_templates": templates, "write_skills": self.sage_writes_skills}
 
     @property
     def prompt_kwargs(self) -> dict[str, Any]:

@@ -6,16 +6,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sage_agents.policy import LLMPolicy
+from sage_agents.policy import LLMPolicy, skill_signatures
 from sage_agents.skill_grammar import INDENT, SkillGrammar
-from sage_agents.policy import skill_signatures
-from sage_envs.domains.alfworld.expert import SKILLS, TASK_SKILLS, example_definitions, skill_definition
+from sage_envs.domains.alfworld.expert import SKILLS, TASK_SKILLS, skill_definition, variant_definitions
 from sage_envs.skills.dsl import parse_call, parse_definition
 from tests.sage_agents.test_policy import assert_trained_logprobs_are_the_sampled_ones
 
 TEMPLATES = [skill_definition(name) for name in SKILLS]
 GRAMMAR = SkillGrammar.from_definitions(TEMPLATES)
-WRITING = SkillGrammar.from_definitions(example_definitions())  # with the whole-task skills' vocabulary
+WRITING = SkillGrammar.from_definitions(TEMPLATES + variant_definitions())  # with the whole-task skills' vocabulary
 LIBRARY = [("find_and_take", ("obj", "where")), ("heat_then_place", ("obj", "microwave", "place")), ("look", ())]
 
 

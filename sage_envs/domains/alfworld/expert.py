@@ -253,13 +253,13 @@ def skill_variant(name: str, rename: str, order: Sequence[int], put_form: str = 
     return definition_variant(skill_definition(name, put_form), rename, order)
 
 
-def example_definitions() -> list[str]:
-    """Every kind of definition the varying expert writes, under the canonical names, with comments.
+def variant_definitions() -> list[str]:
+    """The definitions only a varying expert writes (:data:`DIRECT_SKILLS`, :data:`TASK_SKILLS`), canonical names.
 
-    :data:`SKILLS` (generated games' put form), :data:`DIRECT_SKILLS` and :data:`TASK_SKILLS`: the vocabulary
-    of a policy that writes skills like the expert's (the ``inventory`` collection comes from the task skills).
+    With :func:`skill_definition` of each skill of :data:`SKILLS`, the vocabulary of a policy that writes skills
+    like the varying expert's (the ``inventory`` collection comes from the whole-task skills).
     """
-    return [skill_definition(name) for name in SKILLS] + [*DIRECT_SKILLS.values(), *TASK_SKILLS.values()]
+    return [*DIRECT_SKILLS.values(), *TASK_SKILLS.values()]
 
 
 def skill_definition(name: str, put_form: str = "move") -> str:
