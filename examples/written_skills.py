@@ -6,7 +6,10 @@
 Plays ``--chains`` chains of ``--split`` with the demo's SAGE settings (``DemoConfig.sage_kwargs``: it writes
 definitions under the skill DSL's grammar), sampling as in RL training, and compares every definition it wrote
 with the definitions of the demo's SFT data (``expert/pairs.jsonl``, the varying expert's). A definition is
-*new* when its text (without the trailing call) is not verbatim any SFT definition.
+*new* when its text (without the trailing call) is not verbatim any SFT definition: the same comparison whatever
+the SFT bodies are (a body's own ``call`` lines are indented, so they stay in the text compared; a whole-task
+skill that calls sub-task skills under other names than any SFT chain gave them is new). It also counts the
+definitions whose body calls other skills (whole-task skills).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sage_app.demo import ENV_ID, DemoConfig
 
 
 def definition(action: str) -> str:
-    """A define action's definition text, without its trailing call lines."""
+    """A define action's definition text, without its trailing (unindented) call lines."""
     return action.split("\ncall ", 1)[0]
 
 
@@ -68,6 +71,8 @@ def main() -> None:
     print(f"{len(written)} definitions written in {args.chains} sampled {args.split} chains, "
           f"{len(headers)} distinct headers")  # fmt: skip
     print(f"new (not verbatim any of the {len(seen)} SFT definitions): {len(new)} of {len(written)}")
+    composed = [text for text in written if "\n    call " in text]  # a body line that calls a skill
+    print(f"calling other skills (whole-task skills): {len(composed)} of {len(written)}")
     for text in new[: args.examples]:
         print(f"---\n{text}")
 

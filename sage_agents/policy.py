@@ -397,7 +397,8 @@ class LLMPolicy:
                     if values or not params
                 ]
                 if self.grammar is not None and values:
-                    define = lambda arguments=arguments: self.grammar.plan(arguments)  # noqa: E731
+                    library = skill_signatures(obs.get("skills", ""))  # the skills a written body may call
+                    define = lambda arguments=arguments, library=library: self.grammar.plan(arguments, library)  # noqa: E731
             commands = list(dict.fromkeys(adm)) or (["look"] if not calls and define is None else [])
             plans.append(call_plan(commands, calls, define))
         return self.generate(prompts, greedy=greedy, plans=plans)

@@ -10,6 +10,8 @@ among what the grammar allows at that point, so every definition it samples pars
     call NAME(ARG, ...)              the trailing call: one argument per parameter, as a library call's
 
     STATEMENT := SHAPE with each {} slot filled by " {param}" or " {loopvar}" in scope
+               | "call" SKILL "(" ARG, ... ")"          (a skill of the library in scope, not the one written;
+                                                          ARG: "{param}", "{loopvar}" or an entity name)
                | "for" VAR "in" COLLECTION ":"          (VAR: the collection's first letter, not in scope)
                | "if" NEEDLE ["not"] "in" HAYSTACK ":"
                | "return" | "break" (inside a for)
@@ -22,7 +24,9 @@ offered as templates), so the grammar offers the domain's own command shapes and
 opener is offered only when a line is left for its body; the definition ends (``call``) only after a statement
 that is not a block opener. Choices are split before spaces (`` {obj}``, `` from``) so that the pieces'
 tokens are the tokens of the whole text (for word-level and for space-prefixed BPE vocabularies), the ones
-SFT trained.
+SFT trained. A body's ``call`` statements are what whole-task skills are made of: they call skills already in
+the library (the signatures the observation lists), so a skill that finds, heats and places an object can be two
+calls of sub-task skills.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ _PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 _HEADER = re.compile(r"skill\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*:")
 _FOR = re.compile(r"for\s+\w+\s+in\s+(\w+)\s*:")
 _OBS_TEST = re.compile(r'if\s+"([^"{}]+)"\s+(?:not\s+)?in\s+observation\s*:')
+
+Signature = tuple[str, Sequence[str]]
+"""A skill's name and parameter names."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,8 @@ class SkillGrammar:
     """Texts an ``if`` may look for in the observation (``Nothing happens``)."""
     max_name_words: int = 3
     """Words in a skill name."""
-    max_params: int = 3
-    """Parameters of a skill."""
+    max_params: int = 4
+    """Parameters of a skill (the expert's whole-task skills have 4: object, where to search, appliance, place)."""
     max_body_lines: int = 16
     """Statements in a definition's body (the expert's longest has 12)."""
     max_depth: int = 6
@@ -82,11 +89,14 @@ class SkillGrammar:
         unique = lambda items: tuple(dict.fromkeys(items))  # noqa: E731
         return cls(unique(shapes), unique(collections), unique(words), unique(params), unique(tests), **limits)
 
-    def plan(self, arguments: Callable[[str], Sequence[str]]) -> Plan:
+    def plan(self, arguments: Callable[[str], Sequence[str]], library: Sequence[Signature] = ()) -> Plan:
         """A definition then its trailing call, once the turn has taken the ``skill`` option.
 
         Args:
-            arguments: parameter name -> the values a call argument of that name may take.
+            arguments: parameter name -> the values a call argument of that name may take (entity names; in the
+                trailing call and, beside the placeholders in scope, in a body's ``call`` statements).
+            library: ``(name, params)`` of the skills a body may call (those of the library in scope); the skill
+                being written is left out (calling itself would recurse until the call depth limit).
         """
         name = yield _options(f" {w}" for w in self.name_words)
         for _ in range(self.max_name_words - 1):
@@ -104,17 +114,27 @@ class SkillGrammar:
             params.append(piece[2:])
         else:
             yield [Option("):\n", False)]
-        yield from self._body(params)
+        callable_ = [(n, tuple(p)) for n, p in library if n != name.strip()]
+        yield from self._body(params, callable_, arguments)
         yield [Option(f" {name.strip()}(", False)]
         yield from arguments_plan([arguments(param) for param in params])
 
-    def accepts(self, text: str) -> bool:
-        """Whether :meth:`plan` can write ``text`` (a definition, comments and blank lines removed, + its call)."""
+    def accepts(self, text: str, library: Sequence[Signature] = ()) -> bool:
+        """Whether :meth:`plan` can write ``text`` (a definition, comments and blank lines removed, + its call).
+
+        Any argument value of the text's call lines is taken as one :meth:`plan`'s ``arguments`` offers;
+        ``library`` is the skills its body may call, as for :meth:`plan`.
+        """
         lines = [line.split("#", 1)[0].rstrip() for line in text.strip().splitlines()]
         text = "\n".join(line for line in lines if line.strip())
-        call = text.rsplit("\ncall ", 1)[-1] if "\ncall " in text else ""
-        values = iter(v.strip() for v in call.partition("(")[2].rpartition(")")[0].split(","))
-        plan, rest = self.plan(lambda _param: [next(values, "")]), text.removeprefix("skill")
+        values = [
+            value.strip()
+            for line in lines
+            if line.strip().startswith("call ")
+            for value in line.partition("(")[2].rpartition(")")[0].split(",")
+            if not _PLACEHOLDER.fullmatch(value.strip())
+        ]
+        plan, rest = self.plan(lambda _param: values, library), text.removeprefix("skill")
         if rest == text:
             return False
         options = next(plan)
@@ -127,7 +147,7 @@ class SkillGrammar:
                 return rest == ""
             options = plan.send(taken[0].text)
 
-    def _body(self, params: list[str]) -> Plan:
+    def _body(self, params: list[str], library: Sequence[Signature], arguments: Callable[[str], Sequence[str]]) -> Plan:
         """The body's lines; ends having taken ``call`` (the trailing call line's first word)."""
         scopes: list[list[str]] = [[]]  # loop variables of each open block; scopes[d - 1] holds depth d's
         loops: list[bool] = [False]  # whether each open block is (inside) a for loop
@@ -138,13 +158,14 @@ class SkillGrammar:
             starts: dict[str, tuple[str, int]] = {}
             for d in ([depth] if opened else range(1, depth + 1)) if left else ():
                 variables = [v for scope in scopes[:d] for v in scope]
-                for head in self._heads(variables, in_loop=loops[d - 1], can_open=left > 1 and d < self.max_depth):
+                can_open = left > 1 and d < self.max_depth
+                for head in self._heads(variables, in_loop=loops[d - 1], can_open=can_open, can_call=bool(library)):
                     starts[f"{INDENT * d}{head}"] = (head, d)
             if not opened or not left:
                 starts["call"] = ("call", 0)
             start = yield _options(starts)
             head, d = starts[start]
-            if head == "call":
+            if d == 0:  # the trailing call
                 return
             del scopes[d:], loops[d:]
             variables = [v for scope in scopes for v in scope]
@@ -168,13 +189,15 @@ class SkillGrammar:
                 yield _options(haystacks)
                 scopes.append([])
                 loops.append(loops[-1])
+            elif head == "call":
+                yield from _nested_call(library, [*params, *variables], arguments)
             elif head not in ("return\n", "break\n"):
                 yield from self._command(head, [*params, *variables])
             lines += 1
 
-    def _heads(self, variables: list[str], *, in_loop: bool, can_open: bool) -> list[str]:
+    def _heads(self, variables: list[str], *, in_loop: bool, can_open: bool, can_call: bool) -> list[str]:
         """First words of the statements allowed at a depth (a command shape's fixed text up to its first slot)."""
-        heads = [_head(shape) for shape in self.command_shapes]
+        heads = [_head(shape) for shape in self.command_shapes] + ["call"] * can_call
         if can_open:
             heads += ["if"] + (["for"] if any(c[0] not in variables for c in self.collections) else [])
         heads.append("return\n")
@@ -196,6 +219,21 @@ class SkillGrammar:
 
 
 _SLOT = object()
+
+
+def _nested_call(library: Sequence[Signature], values: list[str], arguments: Callable[[str], Sequence[str]]) -> Plan:
+    """A body's ``call`` statement after its first word: a library skill, then one argument per parameter.
+
+    An argument is a placeholder in scope (``{obj}``) or an entity name that ``arguments`` offers for the
+    callee's parameter; written ``NAME(a,`` `` b)``, as a trailing call, the last closing the line.
+    """
+    openings = {f" {name}(" if params else f" {name}()\n": params for name, params in library}
+    opening = yield _options(openings)
+    params = openings[opening]
+    for i, param in enumerate(params):
+        end = ")\n" if i == len(params) - 1 else ","
+        choices = [*(f"{{{v}}}" for v in values), *arguments(param)]
+        yield _options(f"{' ' if i else ''}{choice}{end}" for choice in choices)
 
 
 def _head(shape: str) -> str:

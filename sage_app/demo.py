@@ -147,7 +147,8 @@ class DemoConfig:
     sage_writes_skills: bool = True
     """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
     the vocabulary of the expert's definitions), and its SFT data holds the expert's definitions under varied
-    names and parameter orders without comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
+    names, parameter orders and bodies (search loops or not, whole-task skills calling sub-task skills) without
+    comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
     definitions are a menu SAGE picks from (its only way before issue 20)."""
 
     # ------------------------------------------------------------------ evaluation
@@ -208,9 +209,14 @@ class DemoConfig:
         """The SAGE arm's skill options (LLMPolicy names), the same in SFT data, RL and evaluation.
 
         The templates hold each skill in every grammar of the train games (:func:`skill_templates`): their put
-        lines are the put commands the SAGE arm can write.
+        lines are the put commands the SAGE arm can write; when it writes skills, the domain's other example definitions
+        (:meth:`sage_envs.domain.Domain.skill_examples`: whole-task skills, other bodies) add to its vocabulary.
         """
         templates = skill_templates(self.expert_skills, self.train_env_kwargs)
+        if self.sage_writes_skills:  # the vocabulary of the varying expert's other bodies (whole-task skills)
+            from sage_envs import domain_class
+
+            templates += domain_class(ENV_ID).skill_examples()
         return {"skill_templates": templates, "write_skills": self.sage_writes_skills}
 
     @property

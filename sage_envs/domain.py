@@ -149,6 +149,15 @@ class Domain(abc.ABC):
         """
         return {}
 
+    @classmethod
+    def skill_examples(cls) -> list[str]:
+        """Further definitions the domain's expert may write beyond :meth:`skill_templates` ([] if none).
+
+        Other bodies of the same skills and whole-task skills that call them: with the templates, the vocabulary
+        of a policy that writes its skills like the expert's (``sage_agents.skill_grammar``).
+        """
+        return []
+
     @abc.abstractmethod
     def tasks(self, split: str) -> list[TaskSpec]:
         """All tasks of ``split`` in a fixed order."""

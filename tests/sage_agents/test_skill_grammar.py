@@ -6,19 +6,27 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sage_agents.policy import LLMPolicy
+from sage_agents.policy import LLMPolicy, skill_signatures
 from sage_agents.skill_grammar import INDENT, SkillGrammar
-from sage_envs.domains.alfworld.expert import SKILLS, skill_definitions
+from sage_envs.domains.alfworld.expert import (
+    SKILLS,
+    TASK_SKILLS,
+    skill_definition,
+    skill_definitions,
+    variant_definitions,
+)
 from sage_envs.skills.dsl import parse_call, parse_definition
 from tests.sage_agents.test_policy import assert_trained_logprobs_are_the_sampled_ones
 
 TEMPLATES = skill_definitions(grammars=("wheel", "official"))  # both put commands, as the demo's mixed training
 GRAMMAR = SkillGrammar.from_definitions(TEMPLATES)
+WRITING = SkillGrammar.from_definitions(TEMPLATES + variant_definitions())  # with the whole-task skills' vocabulary
+LIBRARY = [("find_and_take", ("obj", "where")), ("heat_then_place", ("obj", "microwave", "place")), ("look", ())]
 
 
-def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p]) -> str:
+def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p], library=()) -> str:
     """A definition + call sampled uniformly at every choice of the grammar's plan (the turn took ``skill``)."""
-    plan, text = grammar.plan(values), "skill"
+    plan, text = grammar.plan(values, library), "skill"
     options = next(plan)
     while True:
         option = rng.choice(options)
@@ -39,21 +47,63 @@ def test_the_vocabulary_is_read_from_the_example_definitions():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.randoms(use_true_random=False))
-def test_every_written_definition_parses_and_its_call_fits_it(rng):
-    text = walk(GRAMMAR, rng)
+@given(st.randoms(use_true_random=False), st.booleans())
+def test_every_written_definition_parses_and_its_call_fits_it(rng, with_library):
+    library = LIBRARY if with_library else ()
+    grammar = WRITING if with_library else GRAMMAR
+    text = walk(grammar, rng, library=library)
     definition, call = text.rsplit("\ncall ", 1)
     skill, trailing = parse_definition(definition)
     assert not trailing
     name, args = parse_call(f"call {call}")
-    assert name == skill.name and len(args) == len(skill.params) <= GRAMMAR.max_params
-    assert set(name.split("_")) <= set(GRAMMAR.name_words) and len(name.split("_")) <= GRAMMAR.max_name_words
+    assert name == skill.name and len(args) == len(skill.params) <= grammar.max_params
+    assert set(name.split("_")) <= set(grammar.name_words) and len(name.split("_")) <= grammar.max_name_words
     body = definition.split("\n")[1:]
-    assert 1 <= len(body) <= GRAMMAR.max_body_lines
+    assert 1 <= len(body) <= grammar.max_body_lines
     depth = max((len(line) - len(line.lstrip(" "))) // len(INDENT) for line in body)
-    assert depth <= GRAMMAR.max_depth
+    assert depth <= grammar.max_depth
     for line in body:  # every placeholder names a parameter or a loop variable
-        assert set(re.findall(r"\{(\w+)\}", line)) <= {*skill.params, "r", "o"}
+        assert set(re.findall(r"\{(\w+)\}", line)) <= {*skill.params, "r", "o", "i"}
+        if line.strip().startswith("call "):  # a call of a library skill other than itself, one arg per param
+            callee, args = parse_call(line)
+            assert callee != skill.name and len(args) == len(dict(library)[callee])
+    assert with_library or not any(line.strip().startswith("call ") for line in body)
+
+
+def test_a_body_calls_the_skills_of_the_library_with_arguments_in_scope():
+    rng, calls = random.Random(3), []
+    for _ in range(300):
+        definition = walk(WRITING, rng, values=lambda p: [f"{p} 1"], library=LIBRARY).rsplit("\ncall ", 1)[0]
+        parse_definition(definition)
+        calls += [line.strip() for line in definition.split("\n") if line.strip().startswith("call ")]
+    assert {parse_call(c)[0] for c in calls} == {"find_and_take", "heat_then_place", "look"}
+    assert "call look()" in calls
+    args = {a for c in calls for a in parse_call(c)[1]}
+    assert {"{obj}", "obj 1", "where 1", "microwave 1"} & args == {"{obj}", "obj 1", "where 1", "microwave 1"}
+    assert any(a in ("{i}", "{r}", "{o}") for a in args)  # a loop variable in scope
+    assert " find_and_take(" in {o.text for o in _body_call_openings(WRITING, "heat_then_place")}
+    assert " heat_then_place(" not in {o.text for o in _body_call_openings(WRITING, "heat_then_place")}
+
+
+def _body_call_openings(grammar: SkillGrammar, name: str) -> list:
+    """The options after ``    call`` in the body of a skill ``name(obj)`` written with :data:`LIBRARY`."""
+    plan = grammar.plan(lambda p: [f"{p} 1"], LIBRARY)
+    options = next(plan)
+    for piece in [f" {w}" if i == 0 else f"_{w}" for i, w in enumerate(name.split("_"))] + ["(", "obj", "):\n"]:
+        assert piece in {o.text for o in options}, piece
+        options = plan.send(piece)
+    assert f"{INDENT}call" in {o.text for o in options}
+    return plan.send(f"{INDENT}call")
+
+
+def test_whole_task_definitions_are_ones_the_grammar_can_write_with_their_sub_skills_in_the_library():
+    library = [(n, skill_definition(n).split("(", 1)[1].split(")")[0].split(", ")) for n in SKILLS]
+    for name, template in TASK_SKILLS.items():
+        params = template.split("(", 1)[1].split(")")[0].split(", ")
+        text = f"{template}\ncall {name}({', '.join(f'{p} 1' for p in params)})"
+        assert WRITING.accepts(text, library), template
+        assert not WRITING.accepts(text)  # its sub-task skills are not in an empty library
+        assert not GRAMMAR.accepts(text, library)  # the skills of SKILLS alone never loop over the inventory
 
 
 def test_limits_bound_the_body_and_a_block_always_has_a_statement():
@@ -70,7 +120,7 @@ def test_written_definitions_keep_the_tokens_of_their_whole_text(tiny):
     _, tok = tiny
     rng = random.Random(1)
     for _ in range(50):  # the pieces split before spaces: their tokens are those SFT trains on the whole text
-        plan, pieces = GRAMMAR.plan(lambda p: [f"{p} 1"]), ["skill"]
+        plan, pieces = WRITING.plan(lambda p: [f"{p} 1"], LIBRARY), ["skill"]
         options = next(plan)
         while True:
             option = rng.choice(options)
@@ -130,14 +180,19 @@ def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write():
         obs, info = env.reset(seed=chain, options={"chain": chain})
         while True:
             action = expert.act(obs, info)
-            written += [action] if action.startswith("skill ") else []
+            written += [(action, skill_signatures(obs["skills"]))] if action.startswith("skill ") else []
             obs, _, terminated, truncated, info = env.step(action)
             if info["new_task"] or terminated or truncated:
                 tasks, solved = tasks + 1, solved + bool(info["task_success"])
             if terminated or truncated:
                 break
     env.close()
-    assert solved == tasks == 24  # varying names and parameter orders keeps every task solved
-    assert all(GRAMMAR.accepts(text) and "#" not in text for text in written)
-    headers = {text.split("\n", 1)[0] for text in written}
+    assert solved == tasks == 24  # varying names, parameter orders and bodies keeps every task solved
+    assert all(WRITING.accepts(text, library) and "#" not in text for text, library in written)
+    headers = {text.split("\n", 1)[0] for text, _ in written}
     assert len(headers) > len(SKILLS) and not headers <= {t.split("\n", 1)[0] for t in TEMPLATES}
+    bodies = [text.rsplit("\ncall ", 1)[0].split("\n")[1:] for text, _ in written]
+    whole = [b for b in bodies if any(line.startswith(f"{INDENT}call ") for line in b)]
+    searches = [b for b in bodies if any(" take {o} from " in line for line in b)]
+    assert whole  # whole-task skills calling sub-task skills
+    assert {any("for r in receptacles:" in line for line in b) for b in searches} == {True, False}  # loop or not

@@ -185,6 +185,13 @@ class AlfworldDomain(Domain):
         grammars = tuple(COMMAND_GRAMMARS) if command_grammar == "mixed" else (command_grammar,)
         return {name: [skill_definition(name, grammar) for grammar in grammars] for name in SKILLS}
 
+    @classmethod
+    def skill_examples(cls) -> list[str]:
+        """The varying expert's other definitions: searches straight to one receptacle, whole-task skills."""
+        from sage_envs.domains.alfworld.expert import variant_definitions
+
+        return variant_definitions()
+
     def _official_data_dir(self) -> str | os.PathLike[str]:
         if self.data_dir is None:
             raise DataNotFoundError(

@@ -159,12 +159,124 @@ NAME_VARIANTS = {
 skills with the vocabulary of :data:`SKILLS` can write them too)."""
 
 
+DIRECT_SKILLS = {
+    "find_and_take": """skill find_and_take(obj, where):
+    # go to the receptacle `where`, open it if closed, and pick up the first obj found there
+    go to {where}
+    if "Nothing happens" in observation:
+        examine {where}
+    if "closed" in observation:
+        open {where}
+    for o in objects:
+        if " {obj} " in " {o} ":
+            take {o} from {where}
+            if "Nothing happens" not in observation:
+                return""",
+    "use_lamp": """skill use_lamp(lamp, where):
+    # switch on the lamp if it is here, else go to the receptacle `where` and switch it on there
+    use {lamp}
+    if "Nothing happens" not in observation:
+        return
+    go to {where}
+    if "Nothing happens" in observation:
+        examine {where}
+    use {lamp}""",
+}
+"""Bodies of the search skills that go straight to one named receptacle instead of searching with a loop (the
+varying expert's other way to write them; it then calls them with a receptacle, not a type)."""
+
+TASK_SKILLS = {
+    "take_and_place": """skill take_and_place(obj, where, place):
+    # find and take obj in `where`, then put what is held in/on place
+    call find_and_take({obj}, {where})
+    for i in inventory:
+        call place_in({i}, {place})""",
+    "heat_task": """skill heat_task(obj, where, microwave, place):
+    # find and take obj in `where`, then heat what is held with the microwave and put it in/on place
+    call find_and_take({obj}, {where})
+    for i in inventory:
+        call heat_then_place({i}, {microwave}, {place})""",
+    "cool_task": """skill cool_task(obj, where, fridge, place):
+    # find and take obj in `where`, then cool what is held with the fridge and put it in/on place
+    call find_and_take({obj}, {where})
+    for i in inventory:
+        call cool_then_place({i}, {fridge}, {place})""",
+    "clean_task": """skill clean_task(obj, where, sink, place):
+    # find and take obj in `where`, then clean what is held with the sink and put it in/on place
+    call find_and_take({obj}, {where})
+    for i in inventory:
+        call clean_then_place({i}, {sink}, {place})""",
+    "look_task": """skill look_task(obj, where, lamp, place):
+    # find and take obj in `where`, then (holding it) switch on the lamp, searching for it in `place`
+    call find_and_take({obj}, {where})
+    for i in inventory:
+        call use_lamp({lamp}, {place})""",
+}
+"""Whole-task skills of the varying expert: calls of the sub-task skills of :data:`SKILLS` (which must be in the
+library; the object found is the one held, the ``inventory``). Keys: the task skill; the sub-task skills it calls
+are named in its body."""
+
+TASK_SKILL_OF = {
+    "pick_and_place_simple": "take_and_place",
+    "pick_two_obj_and_place": "take_and_place",
+    "pick_heat_then_place_in_recep": "heat_task",
+    "pick_cool_then_place_in_recep": "cool_task",
+    "pick_clean_then_place_in_recep": "clean_task",
+    "look_at_obj_in_light": "look_task",
+}
+"""The whole-task skill of each task type."""
+
+TASK_NAME_VARIANTS = {
+    "take_and_place": ("take_and_place", "find_and_place", "take_place"),
+    "heat_task": ("heat_task", "find_heat_place", "take_and_heat"),
+    "cool_task": ("cool_task", "find_cool_place", "take_and_cool"),
+    "clean_task": ("clean_task", "find_clean_place", "take_and_clean"),
+    "look_task": ("look_task", "find_and_use", "take_and_use"),
+}
+"""Names a varying expert gives its whole-task skills (words of the skills' names)."""
+
+_CALL_LINE = re.compile(r"^(?P<indent>\s*)call (?P<name>\w+)\((?P<args>[^)]*)\)$")
+
+
+def definition_variant(
+    text: str, rename: str, order: Sequence[int], callees: Mapping[str, tuple[str, Sequence[int]]] | None = None
+) -> str:
+    """The definition ``text`` called ``rename``, its parameters in ``order``, without comments.
+
+    Args:
+        text: a skill definition (``skill NAME(params):`` and its body).
+        rename: the name it gets.
+        order: its parameters' new order (indices into the old one).
+        callees: for the skills its body calls, their name and parameter order in this chain (by the name the
+            body calls): a call line of a skill in ``callees`` is renamed and its arguments reordered alike.
+    """
+    lines = text.split("\n")
+    params = lines[0].split("(", 1)[1].split(")", 1)[0].split(", ")
+    body = [f"skill {rename}({', '.join(params[i] for i in order)}):"]
+    for line in lines[1:]:
+        call = _CALL_LINE.match(line)
+        if line.strip().startswith("#"):
+            continue
+        if call and call["name"] in (callees or {}):
+            name, callee_order = callees[call["name"]]
+            args = call["args"].split(", ")
+            line = f"{call['indent']}call {name}({', '.join(args[i] for i in callee_order)})"
+        body.append(line)
+    return "\n".join(body)
+
+
 def skill_variant(name: str, rename: str, order: Sequence[int], grammar: str = "wheel") -> str:
     """:func:`skill_definition` of ``name`` called ``rename``, its parameters in ``order``, without comments."""
-    lines = skill_definition(name, grammar).split("\n")
-    params = lines[0].split("(", 1)[1].split(")", 1)[0].split(", ")
-    header = f"skill {rename}({', '.join(params[i] for i in order)}):"
-    return "\n".join([header] + [line for line in lines[1:] if not line.strip().startswith("#")])
+    return definition_variant(skill_definition(name, grammar), rename, order)
+
+
+def variant_definitions() -> list[str]:
+    """The definitions only a varying expert writes (:data:`DIRECT_SKILLS`, :data:`TASK_SKILLS`), canonical names.
+
+    With :func:`skill_definition` of each skill of :data:`SKILLS`, the vocabulary of a policy that writes skills
+    like the varying expert's (the ``inventory`` collection comes from the whole-task skills).
+    """
+    return [*DIRECT_SKILLS.values(), *TASK_SKILLS.values()]
 
 
 def skill_definition(name: str, grammar: str = "wheel") -> str:
@@ -321,9 +433,13 @@ class AlfworldExpert:
                 env requires with ``skills="none"``.
             skills: the names of :data:`SKILLS` it may use (None = all); the stages of a left-out skill are
                 played with plain commands (e.g. only the ``*_then_place`` skills: search with commands).
-            vary_definitions: a seed: each chain then gives every skill one of its :data:`NAME_VARIANTS` and a
-                random parameter order, and writes definitions without comment lines (:func:`skill_variant`), so
-                that expert data holds varied definitions; None = the canonical definitions, with comments.
+            vary_definitions: a seed: each chain then gives every skill one of its :data:`NAME_VARIANTS` (or
+                :data:`TASK_NAME_VARIANTS`) and a random parameter order, writes definitions without comment
+                lines (:func:`definition_variant`), and draws how it writes them: the search skills with a loop
+                (:data:`SKILLS`) or going straight to one receptacle (:data:`DIRECT_SKILLS`), and whether a task
+                whose sub-task skills are in the library is played by one whole-task skill that calls them
+                (:data:`TASK_SKILLS`), so that expert data holds varied definitions; None = the canonical
+                definitions, with comments, and no whole-task skills.
         """
         unknown = sorted(set(skills or ()) - set(SKILLS))
         if unknown:
@@ -339,13 +455,20 @@ class AlfworldExpert:
         self._grammar = ""  # "wheel" or "official", once an admissible put command shows the game's grammar
         self._broken: set[str] = set()  # skills that failed to define or run in this chain
         self._variants: dict[str, tuple[str, tuple[int, ...]]] = {}  # skill -> (its name, parameter order) here
+        self._direct: set[str] = set()  # search skills written with DIRECT_SKILLS' bodies in this chain
+        self._whole = False  # tasks whose sub-task skills are in the library are played by a TASK_SKILLS skill
         if self._rng is not None:
-            for name in sorted(self.skills):
+            tasks = [t for t, text in TASK_SKILLS.items() if set(_called(text)) <= self.skills]
+            variants = {**NAME_VARIANTS, **TASK_NAME_VARIANTS}
+            for name in [*sorted(self.skills), *tasks]:
                 taken = {rename for rename, _ in self._variants.values()}
-                names = [n for n in NAME_VARIANTS[name] if n not in taken] or [name]
+                names = [n for n in variants[name] if n not in taken] or [name]
                 rename = names[int(self._rng.integers(len(names)))]
-                order = self._rng.permutation(SKILLS[name].split("\n", 1)[0].count(",") + 1)
+                text = TASK_SKILLS.get(name) or SKILLS[name]
+                order = self._rng.permutation(text.split("\n", 1)[0].count(",") + 1)
                 self._variants[name] = (rename, tuple(int(i) for i in order))
+            self._direct = {name for name in sorted(DIRECT_SKILLS) if self._rng.random() < 0.5 and name in self.skills}
+            self._whole = bool(tasks) and self._rng.random() < 0.5
         self._start_task("", "")
 
     def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
@@ -372,6 +495,7 @@ class AlfworldExpert:
         self._target = ""
         self._tried: set[tuple[str, ...]] = set()  # skill calls already sent in this task
         self._call: tuple[str, tuple[str, ...]] = ("", ())  # the skill call of the last turn: name, arguments
+        self._placed_before_call = 0  # objects in the goal receptacle when the last call was sent
         self._plain = False  # a skill call fell short in this task: plain commands for the rest of it
         self._last_action = ""
 
@@ -403,6 +527,12 @@ class AlfworldExpert:
         """
         world, goal = self._world, self._goal
         name, args = self._call
+        if name in TASK_SKILLS:
+            # A whole task that did not end: its search found nothing (then as find_and_take's below), or it put
+            # the first of two objects down; holding the object, what followed the search fell short.
+            if world.holding or len(world.placed) > self._placed_before_call:
+                return not world.holding
+            name = "find_and_take"
         if name in ("find_and_take", "use_lamp"):
             # A search step: every receptacle it was sent to is now seen, and none holds what it looks for (the
             # object would be in hand; the lamp, switched on, would have ended the task).
@@ -540,17 +670,20 @@ class AlfworldExpert:
         if goal is None:
             return None
         stage = self._stage()
+        library = {entry.get("name") for entry in info.get("skill_library", [])}
         if stage == "find":
             exclude = self._avoid()
-            _, recep = world.where_is(goal.obj, exclude)
-            where = recep or self._next_kind(goal.obj, exclude)
+            where = self._search_where("find_and_take", goal.obj, exclude)
             # A type-wide search would also visit the goal receptacle that already holds the first object.
             if not where or (exclude and where == goal.place):
                 return None
             name, args = "find_and_take", (goal.obj, where)
+            whole = self._whole_task(where, library)
+            if whole is not None and self._attempt(*whole) not in self._tried:
+                name, args = whole
         elif stage == "lamp":
-            lamp, recep = world.where_is(goal.lamp)
-            where = recep or self._next_kind(goal.lamp, ())
+            lamp, _ = world.where_is(goal.lamp)
+            where = self._search_where("use_lamp", goal.lamp, ())
             if not where:
                 return None
             name, args = "use_lamp", (lamp or f"{goal.lamp} 1", where)
@@ -565,17 +698,57 @@ class AlfworldExpert:
                 return None
             name, args = "place_in", (world.holding, place)
         # The same call from the same situation would do the same again: then plain commands take over.
-        attempt = (name, *args, world.holding, str(len(world.placed)), str(world.treated))
-        if name not in self.skills or name in self._broken or attempt in self._tried:
+        attempt = self._attempt(name, args)
+        if (name not in self.skills and name not in TASK_SKILLS) or name in self._broken or attempt in self._tried:
             return None
         self._tried.add(attempt)
-        self._call = (name, args)
+        self._call, self._placed_before_call = (name, args), len(world.placed)
         rename, order = self._variants.get(name, (name, tuple(range(len(args)))))
         call = f"call {rename}({', '.join(args[i] for i in order)})"
-        library = {entry.get("name") for entry in info.get("skill_library", [])}
         if rename in library:
             return call
         return f"{self._definition(name)}\n{call}"
+
+    def _attempt(self, name: str, args: tuple[str, ...]) -> tuple[str, ...]:
+        """A call with the situation it is sent from (what is held, placed and treated)."""
+        world = self._world
+        return (name, *args, world.holding, str(len(world.placed)), str(world.treated))
+
+    def _search_where(self, skill: str, kind: str, exclude: Sequence[str]) -> str:
+        """Where search skill ``skill`` should look for ``kind``: where it was seen, else the next place to search.
+
+        The next place is a receptacle type (or the one receptacle left of it), or the next receptacle when the
+        skill is written with a :data:`DIRECT_SKILLS` body; "" when nothing is left to search.
+        """
+        _, recep = self._world.where_is(kind, exclude)
+        if recep:
+            return recep
+        if skill in self._direct:
+            return next(iter(self._search_order(kind, exclude)), "")
+        return self._next_kind(kind, exclude)
+
+    def _whole_task(self, where: str, library: set[str]) -> tuple[str, tuple[str, ...]] | None:
+        """The whole-task call that searches ``where`` then finishes the task, when this chain plays tasks so.
+
+        Only when its sub-task skills are in the library (and none has failed in this chain); the appliance,
+        goal receptacle or lamp place are chosen as the sub-task calls would choose them.
+        """
+        goal = self._goal
+        name = TASK_SKILL_OF[goal.task_type]
+        if not self._whole or name not in self._variants or name in self._broken:
+            return None
+        called = _called(TASK_SKILLS[name])
+        if any(self._variants[c][0] not in library or c in self._broken for c in called):
+            return None
+        if goal.task_type == "look_at_obj_in_light":
+            lamp, _ = self._world.where_is(goal.lamp)
+            place = self._search_where("use_lamp", goal.lamp, ())
+            return (name, (goal.obj, where, lamp or f"{goal.lamp} 1", place)) if place else None
+        place = self._goal_receptacle()
+        if not goal.action:
+            return (name, (goal.obj, where, place)) if place else None
+        tool = self._appliance()
+        return (name, (goal.obj, where, tool, place)) if tool and place else None
 
     def _next_kind(self, kind: str, exclude: Sequence[str]) -> str:
         """The receptacle (if only one is left of its type) or type to search next for ``kind``."""
@@ -588,6 +761,14 @@ class AlfworldExpert:
 
     def _definition(self, name: str) -> str:
         """The definition text, its put line in the game's grammar (the wheel's until a put command was seen)."""
+        if name in TASK_SKILLS or name in self._direct:
+            text = TASK_SKILLS.get(name) or DIRECT_SKILLS[name]
+            return definition_variant(text, *self._variants[name], callees=self._variants)
         if name in self._variants:
             return skill_variant(name, *self._variants[name], self._grammar or "wheel")
         return skill_definition(name, self._grammar or "wheel")
+
+
+def _called(text: str) -> list[str]:
+    """The skills a definition's body calls, in order."""
+    return [m["name"] for m in map(_CALL_LINE.match, text.split("\n")) if m]
