@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import TrainerCallback
 
 from sage_agents.policy import LLMPolicy
+from sage_agents.reskill.assertions import action_key, key_pattern, pattern_words
+from sage_agents.reskill.creator import skill_text
+from sage_envs import Skill, SkillLibrary
 
 
 class PlanExpert:
@@ -27,6 +31,124 @@ class PlanExpert:
         return plan[0]
 
 
+@dataclass
+class GuidanceMix:
+    """Guidance in the prompts of expert SFT pairs, so that a model learns to act on guidance that applies.
+
+    A model whose SFT prompts never held guidance has no reason to act on ReSkill's skills (docs/reskill.md, runs
+    3-5: guidance hurt such a policy whatever it said). Each turn that can be advised (``advise`` returns advice
+    for it) independently gets relevant guidance, irrelevant guidance or none, with these shares; both kinds are
+    shown as ReSkill shows a guidance skill (:func:`shown_guidance`).
+    """
+
+    relevant: float = 0.4
+    """Share of turns shown a guidance skill made for the turn: its trigger fires there and its text names the
+    expert's action and what it is for (the model learns to follow guidance that applies)."""
+    irrelevant: float = 0.3
+    """Share of turns shown a guidance skill made for a turn of another task (another task sentence) and with
+    another verb, shown here as a skill whose trigger fires where it does not apply: the model learns to ignore
+    it. The rest of the turns show none."""
+    seed: int = 0
+    """Seed of the draws (which turns get which guidance, which irrelevant skill): the same seed, the same pairs."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.relevant <= 1 and 0 <= self.irrelevant <= 1 and self.relevant + self.irrelevant <= 1):
+            raise ValueError(
+                f"GuidanceMix shares relevant={self.relevant}, irrelevant={self.irrelevant} must each be in [0, 1] "
+                "with a sum of at most 1 (the rest of the turns show no guidance)."
+            )
+
+
+def guidance_skill(advice: Any, turn: int, previous: str | None) -> Skill:
+    """The guidance skill a rule creator would write to show ``advice`` on ``turn`` (0-based) of a task.
+
+    ``advice``: any object with ``name``, ``command`` and ``reason`` (e.g. the ALFWorld expert's,
+    ``sage_envs.domain.Domain.advise``). The trigger fires on that turn: ``beginning`` on turn 0,
+    else after an action with the verb of ``previous`` (the task's last action), as the rule creator's triggers
+    do; the text is the creator's layout (:func:`~sage_agents.reskill.creator.skill_text`): ``Right after you
+    'go to'.`` / ``Next, do 'heat', e.g. heat egg 1 with microwave 1: the microwave can heat the egg.``
+    """
+    key = action_key(advice.command)
+    if turn == 0 or not previous:
+        trigger, pattern, when = "beginning", "", "At the start of a task."
+    else:
+        trigger, pattern = "action_pattern", key_pattern(action_key(previous))
+        when = f"Right after you '{pattern_words(pattern)}'."
+    text = skill_text(when, f"Next, do '{key}', e.g. {advice.command}: {advice.reason}.")
+    return Skill(name=advice.name, kind="guidance", text=text, trigger=trigger, pattern=pattern)
+
+
+def shown_guidance(skill: Skill, turn: int, previous: str | None, skills: str = "") -> str:
+    """The observation's ``skills`` text with ``skill`` shown on ``turn`` after ``previous``, as the env shows it.
+
+    The chain env renders its library the same way (:meth:`~sage_envs.SkillLibrary.render`, guidance kind);
+    ``skills`` (what the observation already shows, e.g. program skills) comes first.
+
+    Raises:
+        ValueError: the skill's trigger does not fire on that turn (it would not be shown).
+    """
+    text = SkillLibrary([skill]).render(turn=turn, last_action=previous, kinds=("guidance",))
+    if not text:
+        raise ValueError(
+            f"guidance skill {skill.name!r} ({skill.trigger} {skill.pattern!r}) does not fire on turn {turn} after "
+            f"{previous!r}; build it for that turn with guidance_skill(advice, turn, previous)."
+        )
+    return "\n\n".join(part for part in (skills.strip(), text) if part)
+
+
+@dataclass
+class ExpertTurn:
+    """One expert turn, as :func:`collect_expert_turns` records it (a prompt is built from it later)."""
+
+    obs: dict[str, str]
+    """The observation the expert acted on (its ``skills`` text gains the guidance shown, if any)."""
+    history: list[tuple[str, str]]
+    """The task's earlier ``(observation, action)`` pairs."""
+    admissible: list[str]
+    """The admissible commands of the turn."""
+    action: str
+    """The expert's action (the completion)."""
+
+    @property
+    def earlier(self) -> list[str]:
+        """The task's actions before this turn, oldest first."""
+        return [action for _, action in self.history]
+
+
+def collect_expert_turns(
+    env: Any,
+    expert: Any,
+    chains: Iterable[int] | None = None,
+    *,
+    seed: int = 0,
+    only_successful: bool = True,
+    max_turns: int = 10_000,
+) -> list[ExpertTurn]:
+    """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`)."""
+    chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
+    turns: list[ExpertTurn] = []
+    for chain in chains:
+        if hasattr(expert, "reset"):
+            expert.reset()
+        obs, info = env.reset(seed=seed + int(chain), options={"chain": int(chain)})
+        history: list[tuple[str, str]] = []
+        task_turns: list[ExpertTurn] = []
+        for _ in range(max_turns):
+            action = expert.act(obs, info)
+            task_turns.append(ExpertTurn(obs, list(history), list(info.get("admissible_commands", [])), action))
+            before = obs["observation"]
+            obs, _, terminated, truncated, info = env.step(action)
+            if info.get("new_task") or terminated or truncated:  # the task of this action ended
+                if info.get("task_success") or not only_successful:
+                    turns += task_turns
+                task_turns, history = [], []
+            else:
+                history.append((before, action))
+            if terminated or truncated:
+                break
+    return turns
+
+
 def collect_expert_pairs(
     env: Any,
     expert: Any,
@@ -36,6 +158,8 @@ def collect_expert_pairs(
     seed: int = 0,
     only_successful: bool = True,
     max_turns: int = 10_000,
+    guidance: GuidanceMix | None = None,
+    advise: Callable[[str, Sequence[str], str], Any] | None = None,
 ) -> list[dict[str, str]]:
     """Play ``chains`` with ``expert`` and record one ``{"prompt", "completion"}`` pair per turn.
 
@@ -47,33 +171,62 @@ def collect_expert_pairs(
         seed: reset seed base (chain i uses ``seed + i``).
         only_successful: keep only the turns of tasks the expert completed.
         max_turns: safety bound on turns per chain.
+        guidance: show guidance skills in the prompts of some turns (:class:`GuidanceMix`, :func:`add_guidance`);
+            needs ``advise``.
+        advise: the domain's ``advise(task, earlier_actions, action)`` -> advice with ``name``, ``command`` and
+            ``reason`` (:func:`guidance_skill`), or None for a turn it cannot advise (shown no guidance); e.g.
+            ``sage_envs.domain.Domain.advise``.
 
     Returns:
         A list of prompt/completion dicts (TRL's prompt-completion dataset format).
     """
-    chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
-    pairs: list[dict[str, str]] = []
-    for chain in chains:
-        if hasattr(expert, "reset"):
-            expert.reset()
-        obs, info = env.reset(seed=seed + int(chain), options={"chain": int(chain)})
-        history: list[tuple[str, str]] = []
-        task_pairs: list[dict[str, str]] = []
-        for _ in range(max_turns):
-            action = expert.act(obs, info)
-            prompt = policy.prompt(obs, history, info.get("admissible_commands", []))
-            task_pairs.append({"prompt": prompt, "completion": action})
-            before = obs["observation"]
-            obs, _, terminated, truncated, info = env.step(action)
-            if info.get("new_task") or terminated or truncated:  # the task of this action ended
-                if info.get("task_success") or not only_successful:
-                    pairs += task_pairs
-                task_pairs, history = [], []
-            else:
-                history.append((before, action))
-            if terminated or truncated:
-                break
-    return pairs
+    if (guidance is None) != (advise is None):
+        raise ValueError("collect_expert_pairs: pass guidance= and advise= together (the mix and the domain's advice).")
+    turns = collect_expert_turns(env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns)
+    if guidance is not None:
+        add_guidance(turns, guidance, advise)
+    return [{"prompt": policy.prompt(t.obs, t.history, t.admissible), "completion": t.action} for t in turns]
+
+
+def other_advice(rng: random.Random, pool: Sequence[tuple[str, Any]], task: str, action: str, tries: int = 20) -> Any:
+    """Advice of ``pool`` (``(task sentence, advice)`` pairs) for another task and another verb than ``action``.
+
+    Guidance for another situation: it names neither this task's situation nor the verb of the action to take.
+    ``tries`` random draws; None when none of them fits (the turn is then shown no guidance).
+    """
+    verb = action_key(action)
+    for other_task, advice in (rng.choice(pool) for _ in range(tries if pool else 0)):
+        if other_task != task and action_key(advice.command) != verb:
+            return advice
+    return None
+
+
+def add_guidance(
+    turns: Sequence[ExpertTurn], mix: GuidanceMix, advise: Callable[[str, Sequence[str], str], Any]
+) -> None:
+    """Show relevant, irrelevant or no guidance in each turn's observation, in ``mix``'s shares (in place).
+
+    Relevant: the turn's own advice (``advise(task, earlier, action)``); irrelevant: :func:`other_advice` from the
+    advice of the other turns. Each is shown as :func:`guidance_skill` written for the turn
+    (:func:`shown_guidance`). Turns ``advise`` returns None for keep their observation.
+    """
+    rng = random.Random(mix.seed)
+    advice = [advise(t.obs["task"], t.earlier, t.action) for t in turns]
+    pool = [(t.obs["task"], a) for t, a in zip(turns, advice, strict=True) if a is not None]
+    for turn, own in zip(turns, advice, strict=True):
+        if own is None:
+            continue
+        draw = rng.random()
+        if draw < mix.relevant:
+            chosen = own
+        elif draw < mix.relevant + mix.irrelevant:
+            chosen = other_advice(rng, pool, turn.obs["task"], turn.action)
+        else:
+            chosen = None
+        if chosen is not None:
+            n, previous = len(turn.history), (turn.history[-1][1] if turn.history else None)
+            skill = guidance_skill(chosen, n, previous)
+            turn.obs = {**turn.obs, "skills": shown_guidance(skill, n, previous, turn.obs.get("skills", ""))}
 
 
 def reweight_pairs(
@@ -236,7 +389,5 @@ def sft_warm_start(
     finally:
         tokenizer.padding_side = padding_side
         if AcceleratorState._shared_state and AcceleratorState().mixed_precision != "no":
-            AcceleratorState._reset_state(
-                reset_partial_state=False
-            )  # do not leak autocast into the RL trainer
+            AcceleratorState._reset_state(reset_partial_state=False)  # do not leak autocast into the RL trainer
     return dict(result.metrics)

@@ -5,7 +5,8 @@ the evaluations from their episode logs):
 
 1. **expert**: the observation-only ALFWorld expert plays generated ``train`` chains twice, with program skills
    (it defines a skill on first need and calls it afterwards) and without; every turn of a completed task becomes
-   a ``(prompt, completion)`` pair in the policy's own prompt format.
+   a ``(prompt, completion)`` pair in the policy's own prompt format. Without skills, some prompts show a guidance
+   skill that applies to the turn or one that does not (``DemoConfig.sft_guidance``).
 2. **sft**: a tiny causal LM (word-level tokenizer built from the env vocabulary) is warm-started on both sets
    of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves every RL arm.
 3. **train**: three arms from that checkpoint with the same budget and seed: GRPO without skills
@@ -99,6 +100,13 @@ class DemoConfig:
     language-model loss on observations teaches the model to copy entity numbers ("drawer 17") from them: at
     equal compute (500 steps) it preferred the right number over a wrong one in 100 of 100 held pairs vs 57, and
     agreed with the expert on 40% vs 19% of its turns (docs/demo.md)."""
+    sft_guidance: bool = True
+    """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
+    turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the
+    rest none), so that the SFT model every arm starts from has learnt to act on guidance that applies and to
+    ignore the rest: ReSkill's skills reach its policy only as guidance (docs/reskill.md, "Guidance
+    conditioning"). Off: no prompt holds guidance, as before issue 21 (ReSkill runs 3-5: guidance in the prompt
+    then hurt the policy whatever it said)."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
@@ -266,7 +274,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     from sage_agents.models import build_tiny_model
     from sage_agents.policy import LLMPolicy
     from sage_agents.progress import track
-    from sage_agents.sft import collect_expert_pairs
+    from sage_agents.sft import GuidanceMix, collect_expert_pairs
     from sage_envs import domain_class
 
     path = out / "expert" / "pairs.jsonl"
@@ -284,7 +292,9 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
             use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary
         )
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
-        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed)
+        guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
+        guidance = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain_class(ENV_ID).advise} if guided else {}
+        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed, **guidance)
         env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

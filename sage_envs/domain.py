@@ -63,6 +63,18 @@ class StepResult:
         return self.won or self.lost
 
 
+@dataclass(frozen=True)
+class Advice:
+    """The expert's command on one turn, with what it is for (:meth:`Domain.advise`)."""
+
+    name: str
+    """A skill name for the advice (``heat_with_microwave``): lowercase words joined by ``_``."""
+    command: str
+    """The command to send (the expert's own)."""
+    reason: str
+    """Why, in the domain's words: ``the microwave can heat the egg; then heat egg 1 with microwave 1``."""
+
+
 class TaskGame(abc.ABC):
     """One running task of a domain: a thin handle over the engine."""
 
@@ -157,6 +169,15 @@ class Domain(abc.ABC):
         of a policy that writes its skills like the expert's (``sage_agents.skill_grammar``).
         """
         return []
+
+    @classmethod
+    def advise(cls, task: str, earlier: Sequence[str], command: str) -> Advice | None:
+        """What the expert's ``command`` does for ``task`` after the task's ``earlier`` commands, or None.
+
+        Guidance-conditioning SFT data (``sage_agents.sft``) writes a guidance skill naming it for that turn.
+        None where the domain has no advice (the default) or the command moves no task on.
+        """
+        return None
 
     @abc.abstractmethod
     def tasks(self, split: str) -> list[TaskSpec]:

@@ -306,3 +306,13 @@ def test_rule_skills_reports_where_the_rule_creators_skills_are_shown(monkeypatc
     assert 0 <= reached <= 100 and 0 < turns <= 100
     rows = re.findall(r"^--- .*: shown at a diagnosed turn in \d+% of \d+ source failures", out, re.MULTILINE)
     assert len(rows) == skills
+
+
+def test_guidance_conditioning_trains_with_guidance_and_prints_the_three_rows(monkeypatch, capsys):
+    out = run_main("guidance_conditioning", ["--quick"], monkeypatch, capsys)
+    sft = re.search(r"SFT: (\d+) expert turns .*\((\d+) with relevant guidance, (\d+) irrelevant, (\d+) none\)", out)
+    assert sft and int(sft[1]) == sum(int(sft[i]) for i in (2, 3, 4)) > 0
+    rows = re.findall(r"^\| (relevant|none|irrelevant) \| ([\d.]+)% \| (\d+) \| ([\d.]+)% \| (\d+) \|$", out, re.M)
+    assert [r[0] for r in rows] == ["relevant", "none", "irrelevant"]
+    for _, tgc, tasks, agreement, turns in rows:
+        assert int(tasks) == 4 and int(turns) >= int(tasks) and 0 <= float(tgc) <= 100 and 0 <= float(agreement) <= 100

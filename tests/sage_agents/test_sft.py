@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -92,9 +94,7 @@ def test_bf16_sft_does_not_leak_autocast_into_the_rl_trainer(tiny_copy, tmp_path
     from accelerate.state import AcceleratorState
 
     model, tok = tiny_copy
-    pairs = collect_expert_pairs(
-        FakeChainEnv(expert_plan=True), PlanExpert(), LLMPolicy(model, tok), chains=[0]
-    )
+    pairs = collect_expert_pairs(FakeChainEnv(expert_plan=True), PlanExpert(), LLMPolicy(model, tok), chains=[0])
     sft_warm_start(model, tok, pairs, output_dir=str(tmp_path), max_steps=1, batch_size=2, bf16=True)
     assert not AcceleratorState._shared_state or AcceleratorState().mixed_precision == "no"
 
@@ -110,3 +110,131 @@ def test_reweight_pairs_repeats_and_thins_by_action_verb():
     assert reweight_pairs(pairs, {"go": 0.3}, seed=1) == reweight_pairs(pairs, {"go": 0.3}, seed=1)
     with pytest.raises(ValueError, match=">= 0"):
         reweight_pairs(pairs, {"go": -1.0})
+
+
+# ---------------------------------------------------------------------------------------------- guidance in SFT data
+@pytest.fixture(scope="module")
+def alfworld_turns():
+    """The ALFWorld expert's turns on 4 generated train chains (plain commands)."""
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_agents.sft import collect_expert_turns
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", chain_length=2, max_steps_per_task=30)
+    turns = collect_expert_turns(env, AlfworldExpert(use_skills=False), range(4))
+    env.close()
+    return turns
+
+
+def guided(turns, **mix):
+    import copy
+
+    from sage_agents.sft import GuidanceMix, add_guidance
+    from sage_envs.domains.alfworld.expert_guidance import advise
+
+    turns = copy.deepcopy(turns)
+    add_guidance(turns, GuidanceMix(**mix), advise)
+    return turns
+
+
+def shown_skills(turn):
+    """The guidance skills an observation shows: ``[(name, text)]`` parsed back from its rendered section."""
+    text = turn.obs["skills"]
+    if not text:
+        return []
+    head, *lines = text.split("\n")
+    assert head == "Guidance:"
+    name, first = lines[0].removeprefix("- ").split(": ", 1)
+    return [(name, "\n".join([first, *(line.removeprefix("  ") for line in lines[1:])]))]
+
+
+def test_relevant_guidance_fires_on_the_turn_and_names_the_experts_action(alfworld_turns):
+    from sage_agents.reskill.assertions import action_key
+    from sage_agents.sft import guidance_skill
+    from sage_envs.domains.alfworld.expert_guidance import advise
+
+    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0)
+    advised = [t for t in turns if advise(t.obs["task"], t.earlier, t.action) is not None]
+    assert len(advised) >= 0.9 * len(turns) and len(turns) > 40  # the expert's commands are nearly all advised
+    for turn in advised:
+        ((name, text),) = shown_skills(turn)
+        assert f"Next, do '{action_key(turn.action)}', e.g. {turn.action}: " in text
+        previous = turn.earlier[-1] if turn.earlier else None
+        if previous is None:
+            assert text.startswith("## When to Use\nAt the start of a task.")
+        else:
+            assert text.startswith(f"## When to Use\nRight after you '{action_key(previous)}'.")
+        # the skill as the env would hold it fires on this turn (and its trigger is the previous action's verb)
+        skill = guidance_skill(advise(turn.obs["task"], turn.earlier, turn.action), len(turn.earlier), previous)
+        assert skill.name == name and skill.triggered(len(turn.earlier), previous)
+    assert {t.obs["skills"] for t in turns if t not in advised} <= {""}  # a turn without advice shows none
+
+
+def test_irrelevant_guidance_is_for_another_task_and_another_verb(alfworld_turns):
+    from sage_agents.reskill.assertions import action_key
+    from sage_envs.domains.alfworld.expert_guidance import advise
+
+    turns = guided(alfworld_turns, relevant=0.0, irrelevant=1.0)
+    commands = {(t.obs["task"], a.command) for t in alfworld_turns if (a := advise(t.obs["task"], t.earlier, t.action))}
+    shown = 0
+    for turn in turns:
+        for _, text in shown_skills(turn):
+            shown += 1
+            named = text.split("e.g. ", 1)[1].split(": ", 1)[0]
+            assert action_key(named) != action_key(turn.action) and named != turn.action
+            sources = {task for task, command in commands if command == named}
+            assert sources - {turn.obs["task"]}  # made for a turn of another task (households repeat commands)
+    assert shown >= 0.9 * len(turns)
+
+
+def test_guidance_shares_are_honoured_and_deterministic_by_seed(alfworld_turns):
+    from sage_agents.sft import GuidanceMix
+
+    def counts(turns):
+        named = [f"e.g. {t.action}: " in t.obs["skills"] for t in turns]
+        shown = [bool(t.obs["skills"]) for t in turns]
+        return sum(named), sum(shown) - sum(named), len(turns) - sum(shown)
+
+    n = len(alfworld_turns)
+    assert counts(guided(alfworld_turns, relevant=0.0, irrelevant=0.0)) == (0, 0, n)
+    big = [dataclasses.replace(t) for t in alfworld_turns for _ in range(8)]  # enough draws for the shares
+    relevant, irrelevant, none = counts(guided(big, relevant=0.5, irrelevant=0.3, seed=1))
+    sd = (len(big) * 0.25) ** 0.5
+    assert abs(relevant - 0.5 * len(big)) < 4 * sd and abs(irrelevant - 0.3 * len(big)) < 4 * sd + 0.05 * len(big)
+    assert none >= 0.2 * len(big) - 4 * sd
+    same = [t.obs["skills"] for t in guided(alfworld_turns, seed=3)]
+    assert same == [t.obs["skills"] for t in guided(alfworld_turns, seed=3)]
+    assert same != [t.obs["skills"] for t in guided(alfworld_turns, seed=4)]
+    with pytest.raises(ValueError, match="sum of at most 1"):
+        GuidanceMix(relevant=0.8, irrelevant=0.3)
+
+
+def test_collect_expert_pairs_shows_guidance_in_the_policy_prompt(tiny, alfworld_turns):
+    import gymnasium as gym
+
+    from sage_agents.sft import GuidanceMix, guidance_skill, shown_guidance
+    from sage_envs.domains.alfworld import AlfworldExpert
+    from sage_envs.domains.alfworld.expert_guidance import Advice, advise
+
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, history_turns=1, show_admissible=False)
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", chain_length=2, max_steps_per_task=30)
+    expert = AlfworldExpert(use_skills=False)
+    pairs = collect_expert_pairs(env, expert, policy, range(4), guidance=GuidanceMix(relevant=1.0, irrelevant=0.0),
+                                 advise=advise)  # fmt: skip
+    plain = collect_expert_pairs(env, expert, policy, range(4))
+    assert [p["completion"] for p in pairs] == [t.action for t in alfworld_turns] == [p["completion"] for p in plain]
+    first = pairs[0]["prompt"]
+    assert (
+        first.startswith("Task: ") and "\nSkills:\nGuidance:\n- find_" in first and "Skills:" not in plain[0]["prompt"]
+    )
+    with pytest.raises(ValueError, match="together"):
+        collect_expert_pairs(env, expert, policy, range(1), guidance=GuidanceMix())
+    env.close()
+    # a skill made for one turn is not shown on another (its trigger does not fire there)
+    skill = guidance_skill(Advice("take_egg", "take egg 1 from fridge 1", "the task needs the egg"), 3, "open fridge 1")
+    assert "Guidance:\n- take_egg:" in shown_guidance(skill, 3, "open fridge 1")
+    with pytest.raises(ValueError, match="does not fire"):
+        shown_guidance(skill, 4, "go to fridge 1")

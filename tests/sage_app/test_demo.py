@@ -194,3 +194,20 @@ def test_a_run_saved_before_the_grammar_option_loads_as_wheel_trained():
     path = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo" / "demo_config.json"
     assert "train_command_grammar" not in json.loads(path.read_text())
     assert DemoConfig.load(path).train_command_grammar == "wheel"
+
+
+def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):
+    from sage_app.demo import expert_pairs
+
+    def pairs(guidance):
+        cfg = DemoConfig(output_dir=str(tmp_path / str(guidance)), quick=True, sft_guidance=guidance)
+        cfg.expert_chains, cfg.max_steps_per_task = 3, 30
+        return expert_pairs(cfg, tmp_path / str(guidance))
+
+    guided, plain = pairs(True), pairs(False)
+    assert [p["completion"] for p in guided] == [p["completion"] for p in plain]
+    shown = ["\nGuidance:\n" in p["prompt"] for p in guided]
+    program = ["Program skills" in p["prompt"] or "(none yet" in p["prompt"] for p in guided]
+    assert not any(s and g for s, g in zip(shown, program, strict=True))  # the SAGE arm's prompts hold none
+    assert 0.4 * program.count(False) <= sum(shown) <= 0.9 * program.count(False)  # 70% of the no-skill turns
+    assert not any("\nGuidance:\n" in p["prompt"] for p in plain)

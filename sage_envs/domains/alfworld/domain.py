@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sage_envs.domain import SPLITS, Domain, TaskSpec
+from sage_envs.domain import SPLITS, Advice, Domain, TaskSpec
 from sage_envs.domains.alfworld.engines import ENGINES, check_engine, make_game
 from sage_envs.domains.alfworld.official import DATA_ENV_VAR, TASK_TYPES, official_tasks
 from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
@@ -191,6 +191,13 @@ class AlfworldDomain(Domain):
         from sage_envs.domains.alfworld.expert import variant_definitions
 
         return variant_definitions()
+
+    @classmethod
+    def advise(cls, task: str, earlier: Sequence[str], command: str) -> Advice | None:
+        """The expert's advice (:func:`sage_envs.domains.alfworld.expert_guidance.advise`)."""
+        from sage_envs.domains.alfworld.expert_guidance import advise
+
+        return advise(task, earlier, command)
 
     def _official_data_dir(self) -> str | os.PathLike[str]:
         if self.data_dir is None:

@@ -1,0 +1,155 @@
+"""Does an SFT model trained with guidance in its prompts act on it? Relevant vs no vs irrelevant guidance.
+
+    python examples/guidance_conditioning.py --quick            # a smoke run (tests)
+    python examples/guidance_conditioning.py --train-chains 200 --eval-chains 40
+
+1. The observation-only expert plays generated ``train`` chains; its turns become SFT pairs in the demo's prompt
+   format, a share of them showing a guidance skill made for the turn (it names the expert's action), a share one
+   made for another task and verb, the rest none (``sage_agents.sft.GuidanceMix``, ``collect_expert_pairs``).
+2. A tiny model (word-level tokenizer, as in the demo) is warm-started on them.
+3. It plays held-out ``valid_unseen`` chains three times (greedy, constrained): shown, on every turn, the guidance
+   skill made from what the expert would do there (the expert shadows the model's own path:
+   ``expert_guidance.ShadowExpert``), or nothing, or a skill made for another situation. Printed: TGC (tasks
+   completed) and the share of turns on which the model sent the expert's command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+
+import gymnasium as gym
+
+import sage_envs  # noqa: F401
+from sage_agents.models import build_tiny_model, build_tokenizer
+from sage_agents.policy import LLMPolicy
+from sage_agents.sft import (
+    GuidanceMix,
+    add_guidance,
+    collect_expert_turns,
+    guidance_skill,
+    other_advice,
+    reweight_pairs,
+    sft_warm_start,
+    shown_guidance,
+)
+from sage_app.demo import ENV_ID, DemoConfig
+from sage_envs.domains.alfworld import AlfworldExpert
+from sage_envs.domains.alfworld.expert_guidance import ShadowExpert, advise
+
+CONDITIONS = ("relevant", "none", "irrelevant")
+
+
+def play(policy: LLMPolicy, env_kwargs: dict, chains: list[int], condition: str, pool: list, batch: int = 8) -> dict:
+    """Play ``chains`` of ``valid_unseen`` greedily, shown ``condition``'s guidance; TGC and expert agreement.
+
+    ``pool``: ``(task sentence, advice)`` pairs the irrelevant guidance is drawn from (:func:`other_advice`).
+    """
+    rng = random.Random(0)
+    tasks = successes = agree = turns = 0
+    for start in range(0, len(chains), batch):
+        envs = [
+            gym.make(ENV_ID, split="valid_unseen", skills="none", **env_kwargs) for _ in chains[start : start + batch]
+        ]
+        experts = [ShadowExpert() for _ in envs]
+        states = [env.reset(seed=0, options={"chain": chain}) for env, chain in zip(envs, chains[start:], strict=False)]
+        histories: list[list[tuple[str, str]]] = [[] for _ in envs]
+        live = list(range(len(envs)))
+        while live:
+            observations, infos = [], []
+            wanted = {}
+            for i in live:
+                obs, info = states[i]
+                wanted[i] = experts[i].act(obs, info)
+                earlier = [action for _, action in histories[i]]
+                if condition == "relevant":
+                    advice = advise(obs["task"], earlier, wanted[i])
+                elif condition == "irrelevant":
+                    advice = other_advice(rng, pool, obs["task"], wanted[i])
+                else:
+                    advice = None
+                if advice is not None:
+                    previous = earlier[-1] if earlier else None
+                    skill = guidance_skill(advice, len(earlier), previous)
+                    obs = {**obs, "skills": shown_guidance(skill, len(earlier), previous, obs["skills"])}
+                observations.append(obs)
+                infos.append(info)
+            completions = policy.act_batch(observations, infos, [histories[i] for i in live], greedy=True)
+            for i, completion in zip(list(live), completions, strict=True):
+                action = completion.action.text
+                experts[i].follow(action)
+                agree += action.strip() == wanted[i].strip()
+                turns += 1
+                before = states[i][0]["observation"]
+                obs, _, terminated, truncated, info = envs[i].step(action)
+                states[i] = (obs, info)
+                histories[i] = [] if info["new_task"] else [*histories[i], (before, action)]
+                if info["new_task"] or terminated or truncated:  # the task of this action ended
+                    tasks += 1
+                    successes += bool(info.get("task_success"))
+                if terminated or truncated:
+                    live.remove(i)
+        for env in envs:
+            env.close()
+    return {"tgc": successes / max(1, tasks), "tasks": tasks, "agreement": agree / max(1, turns), "turns": turns}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few chains and steps (tests)")
+    parser.add_argument("--train-chains", type=int, default=200, help="generated train chains the expert plays")
+    parser.add_argument("--eval-chains", type=int, default=40, help="valid_unseen chains per condition")
+    parser.add_argument("--epochs", type=float, default=2.0, help="SFT passes over the pairs")
+    parser.add_argument("--hidden", type=int, default=128, help="hidden size of the tiny model")
+    parser.add_argument("--layers", type=int, default=2, help="layers of the tiny model")
+    parser.add_argument("--eval-max-steps", type=int, default=30, help="turns per task in the evaluation")
+    parser.add_argument("--relevant", type=float, default=GuidanceMix.relevant, help="GuidanceMix.relevant")
+    parser.add_argument("--irrelevant", type=float, default=GuidanceMix.irrelevant, help="GuidanceMix.irrelevant")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.quick:
+        args.train_chains, args.eval_chains, args.epochs, args.hidden, args.layers = 4, 2, 1.0, 32, 1
+        args.eval_max_steps = 6
+    start = time.perf_counter()
+
+    cfg = DemoConfig(seed=args.seed)
+    env = gym.make(ENV_ID, split="train", skills="none", **cfg.env_kwargs)
+    turns = collect_expert_turns(env, AlfworldExpert(use_skills=False), range(args.train_chains), seed=args.seed)
+    env.close()
+    pool = [(t.obs["task"], a) for t in turns if (a := advise(t.obs["task"], t.earlier, t.action)) is not None]
+    add_guidance(turns, GuidanceMix(args.relevant, args.irrelevant, seed=args.seed), advise)
+    guided = sum("Guidance:" in t.obs["skills"] for t in turns)
+    relevant = sum(f"e.g. {t.action}:" in t.obs["skills"] for t in turns)
+
+    formatter, tokenizer = build_tiny_model(hidden=32, layers=1)  # only formats prompts here
+    prompter = LLMPolicy(formatter, tokenizer, **cfg.prompt_kwargs)
+    pairs = [{"prompt": prompter.prompt(t.obs, t.history, t.admissible), "completion": t.action} for t in turns]
+    tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in pairs])
+    model, tokenizer = build_tiny_model(tokenizer, hidden=args.hidden, layers=args.layers, seed=args.seed)
+    train = reweight_pairs(pairs, cfg.sft_action_weights, seed=args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = sft_warm_start(
+            model, tokenizer, train, output_dir=tmp, epochs=args.epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size,
+            seed=args.seed, max_length=1024, bf16=cfg.sft_bf16, completion_only=cfg.sft_completion_only,
+            progress=False,
+        )  # fmt: skip
+    print(f"SFT: {len(pairs)} expert turns from {args.train_chains} train chains ({relevant} with relevant guidance, "
+          f"{guided - relevant} irrelevant, {len(pairs) - guided} none), {len(train)} after reweighting, "
+          f"loss {metrics['train_loss']:.3f}")  # fmt: skip
+
+    model.eval()
+    policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
+    chains = list(range(args.eval_chains))
+    print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
+    print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
+    print("|---|---|---|---|---|")
+    for condition in CONDITIONS:
+        r = play(policy, {**cfg.env_kwargs, "max_steps_per_task": args.eval_max_steps}, chains, condition, pool)
+        print(f"| {condition} | {100 * r['tgc']:.1f}% | {r['tasks']} | {100 * r['agreement']:.1f}% | {r['turns']} |")
+    print(f"\nwall time {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
