@@ -112,6 +112,9 @@ class TrainConfig:
     """Gymnasium id of the chain env."""
     split: str = "train"
     """Env split to train on."""
+    train_chains: int | None = None
+    """Draw training chains from the split's first N only (None: all of them). A smoke run sets it to the chains
+    its SFT data came from, so that a barely trained model still succeeds sometimes and RL has a reward spread."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra ``gymnasium.make`` kwargs (chain_length, skills, max_steps_per_task, ...)."""
 
@@ -246,6 +249,8 @@ class TrainConfig:
         for name in positive_ints:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 fail(name, "must be a positive integer", "set it to 1 or more")
+        if self.train_chains is not None and (not isinstance(self.train_chains, int) or self.train_chains < 1):
+            fail("train_chains", "must be None or a positive integer", "set it to None (all chains) or 1 or more")
         for name in ("total_steps", "warmup_steps", "save_every", "eval_every", "history_turns", "earlier_actions"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 fail(name, "must be a non-negative integer", "set it to 0 or more")
@@ -347,6 +352,10 @@ class TrainConfig:
     def effective_reward_mode(self) -> str:
         """``reward_mode``, or the algorithm's default (computed at runtime)."""
         return self.reward_mode or ("skill" if self.algo == "sage" else "outcome")  # reskill: plain episode reward
+
+    def chain_pool(self, available: int) -> int:
+        """How many of the split's ``available`` chains training draws from (the first ones)."""
+        return available if self.train_chains is None else min(self.train_chains, available)
 
     @property
     def policy_kwargs(self) -> dict[str, Any]:

@@ -153,7 +153,7 @@ class Trainer:
         self.envs = [env_fn() for _ in range(n_envs)] if env_fn else make_envs(cfg, n_envs)
         self._env_fn = env_fn
         self._eval_envs: list[Any] | None = None  # built on first evaluate()
-        self.num_chains = int(self.envs[0].unwrapped.num_chains)
+        self.num_chains = cfg.chain_pool(int(self.envs[0].unwrapped.num_chains))
         self.chain_rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.last_rollouts: list[ChainRollout] = []

@@ -120,7 +120,7 @@ class SageRollout:
     def __init__(self, config: TrainConfig, envs: Sequence[Any], reskill: Any = None):
         self.config, self.envs, self.reskill = config, list(envs), reskill
         self.length = int(self.envs[0].unwrapped.chain_length)  # L: longest chain of the env
-        self.num_chains = int(self.envs[0].unwrapped.num_chains)
+        self.num_chains = config.chain_pool(int(self.envs[0].unwrapped.num_chains))
         self.chain_rng = np.random.default_rng(config.seed)  # the native trainer's chain sampler
         self.policy: LLMPolicy | None = None
         self.last_rollouts: list[ChainRollout] = []
