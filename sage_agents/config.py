@@ -113,8 +113,7 @@ class TrainConfig:
     split: str = "train"
     """Env split to train on."""
     train_chains: int | None = None
-    """Draw training chains from the split's first N only (None: all of them). A smoke run sets it to the chains
-    its SFT data came from, so that a barely trained model still succeeds sometimes and RL has a reward spread."""
+    """Train on the split's first N chains only (None: all), e.g. a smoke run on the chains its SFT data held."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra ``gymnasium.make`` kwargs (chain_length, skills, max_steps_per_task, ...)."""
 

@@ -56,12 +56,23 @@ def test_every_config_field_has_a_one_line_docstring_below_it():
         ({"lora_target_modules": ["q_proj"]}, ["lora_target_modules=['q_proj']", "LoRA on", "lora_r > 0"]),
         ({"backend": "trl", "lora_r": 8}, ["lora_r=8", "backend='trl'", "lora_r=0"]),
         ({"backend": "trl", "mixed_precision": "bf16"}, ["mixed_precision='bf16'", "trl_args", "bf16"]),
+        ({"train_chains": 0}, ["train_chains=0", "positive integer", "None (all chains)"]),
     ],
 )
 def test_config_errors_name_value_rule_and_fix(kwargs, pieces):
     with pytest.raises(ConfigError) as err:
         TrainConfig(**kwargs)
     assert all(p in str(err.value) for p in pieces), str(err.value)
+
+
+def test_train_chains_limits_the_chains_training_draws_from(tiny, tmp_path):
+    everything = make_trainer(tiny, tmp_path, "all", chains_per_step=1)
+    assert everything.num_chains == 4  # the fake env's split
+    first_two = make_trainer(tiny, tmp_path, "two", chains_per_step=1, train_chains=2)
+    assert first_two.num_chains == 2
+    drawn = {c for _ in range(50) for c in first_two.next_chains()}
+    assert drawn == {0, 1}  # 50 draws of two chains: both seen, none beyond
+    assert make_trainer(tiny, tmp_path, "more", train_chains=99).num_chains == 4  # capped at the split's size
 
 
 def test_config_defaults_follow_the_paper_and_round_trip():
