@@ -131,10 +131,6 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
-    rl_train_chains: int | None = None
-    """RL draws its chains from the first N generated train chains (``TrainConfig.train_chains``; None: all).
-    ``--quick`` sets it to ``expert_chains``: its SFT model, trained for a minute, succeeds only on the chains it
-    was shown, and a smoke run needs some successes for RL to have a reward spread to learn from."""
     rl_save_every: int = 5
     """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
     rl_lr: float = 2e-5
@@ -352,7 +348,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
     return TrainConfig(
         algo=arm, env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
-        total_steps=cfg.rl_steps, train_chains=cfg.rl_train_chains, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
         **(reskill if arm == "reskill" else {}),
     )  # fmt: skip
