@@ -8,6 +8,7 @@ import pytest
 
 from sage_app import demo
 from sage_app.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
+from sage_envs import domain_class
 from tests.test_examples import assert_intervals_hold
 
 LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
@@ -187,7 +188,9 @@ def test_sage_templates_say_the_put_command_of_every_train_grammar():
     assert puts(DemoConfig()) == ["move {obj} to {place}", "put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="official")) == ["put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="wheel")) == ["move {obj} to {place}"]
-    assert len(DemoConfig().sage_kwargs["skill_templates"]) == 2 * len(DemoConfig().expert_skills)
+    examples = domain_class(demo.ENV_ID).skill_examples()  # whole-task skills etc.: no put line of their own
+    assert len(DemoConfig().sage_kwargs["skill_templates"]) == 2 * len(DemoConfig().expert_skills) + len(examples)
+    assert not [t for t in examples if "move {" in t or "put {" in t]
 
 
 def test_a_run_saved_before_the_grammar_option_loads_as_wheel_trained():
