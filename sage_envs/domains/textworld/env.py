@@ -54,6 +54,10 @@ class TextworldChainEnv(SageChainEnv):
     ):
         """Create the env; see the class docstring for the TextWorld arguments."""
         domain = TextworldDomain(
-            rooms=rooms, ingredients=ingredients, generator_seed=generator_seed, cache_dir=cache_dir, num_chains=num_chains
+            rooms=rooms,
+            ingredients=ingredients,
+            generator_seed=generator_seed,
+            cache_dir=cache_dir,
+            num_chains=num_chains,
         )
         super().__init__(domain, **kwargs)

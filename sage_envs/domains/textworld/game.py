@@ -13,6 +13,23 @@ from sage_envs.error import DataNotFoundError
 # The Z-machine echoes a prompt and a status bar ("> ... -= Kitchen =-0/1") after each reply: not game text.
 _PROMPT_RE = re.compile(r"\n>[^\n]*$")
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
+# The Z-machine's interpreter (dumb-frotz, via jericho) reads "\" as the start of its own escape commands and a
+# newline as the end of a command, and crashes the process on some sequences of them: a command reaches it as
+# plain words only. No admissible command holds other characters, so an agent's command keeps its meaning.
+_UNSAFE_RE = re.compile(r"[^A-Za-z0-9 ',.!?-]+")
+# The interpreter's own verbs (quit, restart, save, ...) would stop, restart or suspend the Z-machine behind
+# TextWorld's back; they never reach it and get the game's reply to a word it does not know.
+META_VERBS = frozenset(
+    "quit q restart save restore script unscript transcript undo verbose brief superbrief notify version".split()
+)
+UNKNOWN_VERB = "That's not a verb I recognise."
+MAX_COMMAND_CHARS = 200
+"""Longest command passed to the Z-machine (the longest admissible command is far shorter)."""
+
+
+def engine_command(command: str) -> str:
+    """``command`` as the Z-machine gets it: other characters than words and punctuation become one space."""
+    return " ".join(_UNSAFE_RE.sub(" ", command[:MAX_COMMAND_CHARS]).split())
 
 
 def clean_feedback(text: str) -> str:
@@ -64,9 +81,12 @@ class TextworldGame(TaskGame):
         return clean_feedback(self._state.feedback)
 
     def step(self, command: str) -> StepResult:
-        """Apply one command; won, lost and the score (0-100) come from TextWorld's state."""
+        """Apply one command (:func:`engine_command`); won, lost and the score (0-100) come from TextWorld's state."""
         if self._env is None:
             raise RuntimeError("TextworldGame: call reset() before step().")
+        command = engine_command(command)
+        if command.split(" ", 1)[0].lower() in META_VERBS:
+            return StepResult(UNKNOWN_VERB, won=False)
         self._state, _, _ = self._env.step(command)
         state = self._state
         score = 100.0 * state["score"] / state["max_score"] if state["max_score"] else None

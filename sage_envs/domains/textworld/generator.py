@@ -81,7 +81,9 @@ class CookingSettings:
 
     def __post_init__(self) -> None:
         if self.rooms not in ROOM_CHOICES or isinstance(self.rooms, bool):
-            raise InvalidConfigError(f"rooms={self.rooms!r} is not one of {ROOM_CHOICES} (the houses tw-cooking builds).")
+            raise InvalidConfigError(
+                f"rooms={self.rooms!r} is not one of {ROOM_CHOICES} (the houses tw-cooking builds)."
+            )
         if isinstance(self.ingredients, bool) or self.ingredients not in range(1, MAX_INGREDIENTS + 1):
             raise InvalidConfigError(
                 f"ingredients={self.ingredients!r} must be an integer from 1 to {MAX_INGREDIENTS} (tw-cooking recipes)."
@@ -229,9 +231,7 @@ def house_seed(split: str, index: int, attempt: int, generator_seed: int = 0) ->
     return int(state[0] % 2**31)
 
 
-def _distinct_recipes(
-    settings: CookingSettings, split: str, house: int, count: int, root: Path
-) -> list[int] | None:
+def _distinct_recipes(settings: CookingSettings, split: str, house: int, count: int, root: Path) -> list[int] | None:
     """The first ``count`` recipe seeds of ``house`` whose recipes differ, their games compiled; None if too few."""
     kept: list[int] = []
     recipes: list[list[list[str]]] = []
