@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 from sage_envs.domain import StepResult, TaskGame
@@ -76,7 +77,10 @@ class TextworldGame(TaskGame):
             infos = textworld.EnvInfos(
                 admissible_commands=True, won=True, lost=True, score=True, max_score=True, policy_commands=True
             )
-            self._env = textworld.start(str(self.game_file), request_infos=infos)
+            with warnings.catch_warnings():
+                # jericho does not know TextWorld's games and disables its own score tracking; TextWorld keeps its own.
+                warnings.filterwarnings("ignore", message=".*is not fully supported", module="jericho")
+                self._env = textworld.start(str(self.game_file), request_infos=infos)
         self._state = self._env.reset()
         return clean_feedback(self._state.feedback)
 
