@@ -1,6 +1,7 @@
 """Engine steps/s vs chain-env steps/s on the same games and command sequences, side by side.
 
     python benchmarks/env_speed.py --games 4 --steps 30
+    python benchmarks/env_speed.py --env SageChain-TextWorld-v0 --env-kwargs '{"rooms": 6}' --games 3 --repeats 2
 
 Both columns replay one fixed command sequence per game (admissible commands picked by a seeded rng), so the ratio
 is the chain env's overhead over the bare engine (admissibility check, skills text, printable observation, info
@@ -21,12 +22,13 @@ skills (env ``skills="both"``), so the skills text and the ``skill_library`` inf
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import gymnasium as gym
 import numpy as np
 
-import sage_envs  # noqa: F401
+import sage_envs
 from sage_envs import Skill, SkillLibrary
 from sage_envs.skills import parse_definition
 
@@ -62,7 +64,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=4)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--split", default="valid_seen")
+    parser.add_argument("--env", default="SageChain-ALFWorld-v0", help="registered env id")
+    parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON dict for gym.make")
+    parser.add_argument("--split", default=None, help="default: the domain's first evaluation split")
     parser.add_argument(
         "--repeats", type=int, default=5, help="replays per game and column (per step, the fastest counts)"
     )
@@ -70,8 +74,9 @@ def main() -> None:
     args = parser.parse_args()
 
     skills = "both" if args.with_skills else "program"
+    split = args.split or sage_envs.domain_class(args.env).splits[1]
     env = gym.make(
-        "SageChain-ALFWorld-v0", chain_length=1, split=args.split, max_steps_per_task=10_000, skills=skills
+        args.env, chain_length=1, split=split, max_steps_per_task=10_000, skills=skills, **args.env_kwargs
     ).unwrapped
     options = {"skill_library": skill_library()} if args.with_skills else {}
     rng = np.random.default_rng(0)
@@ -119,9 +124,10 @@ def main() -> None:
     engine_time, env_time = sum(engine_steps), sum(env_steps)
     library = "5 skills" if args.with_skills else "empty"
     print(f"games={args.games} steps={n_steps} repeats={args.repeats} library={library}")
-    print(f"{'':12s}{'steps/s':>12s}{'resets/s':>12s}")
-    print(f"{'engine':12s}{n_steps / engine_time:12.1f}{args.games / engine_reset:12.2f}")
-    print(f"{'chain env':12s}{n_steps / env_time:12.1f}{args.games / env_reset:12.2f}")
+    print(f"env={args.env} split={split} env_kwargs={args.env_kwargs}")
+    print(f"{'':12s}{'steps/s':>12s}{'us/step':>12s}{'resets/s':>12s}")
+    for name, total, reset in (("engine", engine_time, engine_reset), ("chain env", env_time, env_reset)):
+        print(f"{name:12s}{n_steps / total:12.1f}{1e6 * total / n_steps:12.0f}{args.games / reset:12.2f}")
     print(f"chain env / engine time per step: {env_time / engine_time:.3f}x")
     print(f"(whole replays, fastest per game: {env_replay / engine_replay:.3f}x; noisier on a shared machine)")
 

@@ -1,0 +1,142 @@
+"""The TextWorld cooking expert: each game's own walkthrough, sent as plain commands or program skill calls.
+
+``tw-cooking`` writes a walkthrough into every game it makes (read the cookbook, fetch, cook and cut each
+ingredient, prepare and eat the meal). Each task of a chain is a fresh game of the same house, so the walkthrough
+wins from the task's opening state; the expert is privileged (it reads the game's metadata, not only the
+observations), like ALFWorld's planner behind ``expert_plan``.
+
+With skills it plays as SAGE intends: the walkthrough's routines (fetching an ingredient from a container,
+cutting it with the knife, serving the meal) are sent as calls of :data:`SKILLS`, each defined the first time the
+chain needs it; the later recipes of the house call the stored skills.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sage_envs.domains.textworld.generator import game_file, walkthrough
+
+SKILLS = {
+    "fetch_from": """skill fetch_from(food, container):
+    # open the container that holds the food and take the food out of it
+    open {container}
+    take {food} from {container}""",
+    "cut_with_knife": """skill cut_with_knife(food, how, knife, place):
+    # pick up the knife from where it lies, cut the food as the recipe says (chop, slice or dice), put it down
+    take {knife} from {place}
+    {how} {food} with {knife}
+    drop {knife}""",
+    "serve_meal": """skill serve_meal():
+    # once every ingredient is ready: prepare the meal and eat it
+    prepare meal
+    eat meal""",
+}
+"""The expert's skill definitions (the DSL), by name."""
+
+CUTS = ("chop", "slice", "dice")
+_TASK_POSITION_RE = re.compile(r"task\d+$")
+
+
+def skill_call(commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """The skill call of :data:`SKILLS` that sends the first commands of ``commands``, or None.
+
+    ``["open fridge", "take carrot from fridge", ...]`` gives ``("fetch_from", ("carrot", "fridge"))``.
+    """
+    first = commands[0] if commands else ""
+    if first == "prepare meal" and commands[1:2] == ["eat meal"]:
+        return "serve_meal", ()
+    if first.startswith("open ") and len(commands) > 1:
+        container = first[len("open ") :]
+        match = re.fullmatch(rf"take (.+) from {re.escape(container)}", commands[1])
+        if match:
+            return "fetch_from", (match.group(1), container)
+    match = re.fullmatch(r"take (.+) from (.+)", first)
+    if match and len(commands) > 2:
+        knife, place = match.groups()
+        cut = re.fullmatch(rf"({'|'.join(CUTS)}) (.+) with {re.escape(knife)}", commands[1])
+        if cut and commands[2] == f"drop {knife}":
+            return "cut_with_knife", (cut.group(2), cut.group(1), knife, place)
+    return None
+
+
+def current_task_id(info: Mapping[str, Any]) -> str:
+    """The id of the task the next action goes to.
+
+    ``info["task_id"]`` names the task the last action was applied to; when that task has ended
+    (``new_task``), the next one is the chain's task number ``len(chain_successes)`` (one per ended task).
+    """
+    return _TASK_POSITION_RE.sub(f"task{len(info.get('chain_successes', []))}", str(info["task_id"]))
+
+
+class TextworldExpert:
+    """Follows each game's walkthrough; with skills, sends its routines as calls of :data:`SKILLS`.
+
+    Protocol (as for every agent of the project): :meth:`reset` at each chain start, then :meth:`act` with the
+    chain env's observation and ``info`` (``task_id``, ``chain_successes``, ``primitive_steps``,
+    ``skill_library``, ``action_valid``, ``message``). Its place in the walkthrough advances by the primitive
+    commands each turn ran, so a skill call that stops early is followed by the walkthrough's next command.
+    Whenever a skill cannot be used (skills disabled, a failing call) it carries on with plain commands.
+    """
+
+    def __init__(
+        self,
+        use_skills: bool = True,
+        skills: Sequence[str] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Create the agent.
+
+        Args:
+            use_skills: send skill definitions and calls; False sends plain commands only (``skills="none"``).
+            skills: the names of :data:`SKILLS` it may use (None = all).
+            cache_dir: the game cache the env uses (default ``$SAGE_CACHE_DIR``, else ``~/.cache/sage_envs``);
+                a game missing there is made again.
+
+        Raises:
+            ValueError: an unknown skill name.
+        """
+        unknown = sorted(set(skills or ()) - set(SKILLS))
+        if unknown:
+            raise ValueError(f"unknown expert skills {unknown}; choose among {sorted(SKILLS)}")
+        self.use_skills = use_skills
+        self.skills = frozenset(SKILLS if skills is None else skills)
+        self.cache_dir = cache_dir
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous chain (called at each chain start)."""
+        self._skills_off = not self.use_skills
+        self._broken: set[str] = set()
+        self._task_id = ""
+        self._plan: list[str] = []
+        self._position = 0
+        self._call = ""
+
+    def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
+        """Return the next action for the chain env's ``observation`` and ``info``."""
+        task_id = current_task_id(info)
+        if task_id != self._task_id:
+            self._task_id, self._position, self._call = task_id, 0, ""
+            self._plan = walkthrough(game_file(task_id, self.cache_dir))
+        else:
+            self._position += int(info.get("primitive_steps", 0))
+            if self._call and not info.get("action_valid", True):
+                if "disabled" in str(info.get("message", "")):
+                    self._skills_off = True
+                else:
+                    self._broken.add(self._call)
+        self._call = ""
+        remaining = self._plan[self._position :]
+        if not remaining:
+            return "look"  # the walkthrough is spent and the task goes on: nothing it knows wins from here
+        call = None if self._skills_off else skill_call(remaining)
+        if call is None or call[0] not in self.skills or call[0] in self._broken:
+            return remaining[0]
+        name, args = call
+        self._call = name
+        text = f"call {name}({', '.join(args)})"
+        library = {entry.get("name") for entry in info.get("skill_library", [])}
+        return text if name in library else f"{SKILLS[name]}\n{text}"
