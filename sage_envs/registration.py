@@ -12,7 +12,7 @@ from sage_envs.error import InvalidConfigError, NoDomainError, suggest
 if TYPE_CHECKING:
     from sage_envs.domain import Domain
 
-ENV_IDS = ("SageChain-ALFWorld-v0",)
+ENV_IDS = ("SageChain-ALFWorld-v0", "SageChain-ScienceWorld-v0")
 DEFAULT_ENV_ID = "SageChain-ALFWorld-v0"
 """The env id tools and agents use when none is given."""
 
@@ -24,6 +24,12 @@ def register_envs() -> None:
             id="SageChain-ALFWorld-v0",
             entry_point="sage_envs.domains.alfworld.env:AlfworldChainEnv",
             # The chain env ends its own episodes (every task has a turn budget): no TimeLimit wrapper.
+            max_episode_steps=None,
+        )
+    if "SageChain-ScienceWorld-v0" not in registry:
+        register(
+            id="SageChain-ScienceWorld-v0",
+            entry_point="sage_envs.domains.scienceworld.env:ScienceWorldChainEnv",
             max_episode_steps=None,
         )
 
