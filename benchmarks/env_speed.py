@@ -62,6 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=4)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--env", default="SageChain-ALFWorld-v0", help="env id (SageChain-ScienceWorld-v0: dev)")
     parser.add_argument("--split", default="valid_seen")
     parser.add_argument(
         "--repeats", type=int, default=5, help="replays per game and column (per step, the fastest counts)"
@@ -71,7 +72,7 @@ def main() -> None:
 
     skills = "both" if args.with_skills else "program"
     env = gym.make(
-        "SageChain-ALFWorld-v0", chain_length=1, split=args.split, max_steps_per_task=10_000, skills=skills
+        args.env, chain_length=1, split=args.split, max_steps_per_task=10_000, skills=skills
     ).unwrapped
     options = {"skill_library": skill_library()} if args.with_skills else {}
     rng = np.random.default_rng(0)
@@ -118,6 +119,7 @@ def main() -> None:
     n_steps = len(engine_steps)
     engine_time, env_time = sum(engine_steps), sum(env_steps)
     library = "5 skills" if args.with_skills else "empty"
+    print(f"env={args.env} split={args.split}")
     print(f"games={args.games} steps={n_steps} repeats={args.repeats} library={library}")
     print(f"{'':12s}{'steps/s':>12s}{'resets/s':>12s}")
     print(f"{'engine':12s}{n_steps / engine_time:12.1f}{args.games / engine_reset:12.2f}")

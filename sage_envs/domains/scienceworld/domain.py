@@ -77,6 +77,25 @@ def parse_task_id(text: str) -> tuple[str, int, str]:
     return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else ""
 
 
+def canonical(text: str) -> str:
+    """``text`` with each run of tab-indented lines (a room's contents) sorted.
+
+    ScienceWorld lists a room's objects in the order of their ids, which differ between two loads of one variation
+    in one simulator: sorted, the same variation reads the same every time (same seed, same transcript).
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    run: list[str] = []
+    for line in lines:
+        if line.startswith("\t"):
+            run.append(line)
+            continue
+        out += sorted(run)
+        run = []
+        out.append(line)
+    return "\n".join(out + sorted(run))
+
+
 class _JsonCache:
     """A JSON file of computed values, written whole after each addition (small files, one writer per key)."""
 
@@ -172,7 +191,7 @@ class ScienceWorldGame(TaskGame):
         self._description = str(self._simulator.get_task_description())
         self._admissible = None
         self._history = []
-        return str(self._simulator.look())
+        return canonical(str(self._simulator.look()))
 
     def step(self, command: str) -> StepResult:
         """One command; won when ScienceWorld completes the task, lost when its score goes negative (a failure)."""
@@ -187,17 +206,18 @@ class ScienceWorldGame(TaskGame):
         if observation != UNKNOWN_INPUT:  # an unread command changes nothing, so the valid actions stand
             self._admissible = None
         # The score is 0-100: a failed task scores 0, as ScienceWorld's evaluations count it.
-        return StepResult(observation, won=won, lost=lost, score=float(max(score, 0)))
+        return StepResult(canonical(observation), won=won, lost=lost, score=float(max(score, 0)))
 
     def admissible_commands(self) -> list[str]:
-        """ScienceWorld's valid action-object combinations in the current state (one JVM call, cached per state).
+        """ScienceWorld's valid action-object combinations in the current state, sorted (one JVM call per state).
 
         The parser also reads other names for the same actions (``examine X`` for ``look at X``, other referents
         of an object): those commands run, but the chain env flags them as not admissible.
         """
         if self._admissible is None:
             raw = self._check_current().server.getValidActionObjectCombinationsJSON()
-            self._admissible = [entry["action"] for entry in json.loads(str(raw))["validActions"]]
+            # Sorted: the simulator's order follows object ids, which differ between two loads of a variation.
+            self._admissible = sorted(entry["action"] for entry in json.loads(str(raw))["validActions"])
         return list(self._admissible)
 
     def expert_plan(self) -> list[str]:

@@ -177,3 +177,11 @@ def test_hostile_and_random_actions_raise_nothing_and_are_flagged(find_env):
 def test_vocabulary_covers_task_and_action_words():
     words = {w for text in sage_envs.domain_class(ENV_ID).vocabulary() for w in text.lower().split()}
     assert {"focus", "thermometer", "boil", "pour", "inventory", "door"} <= words
+
+
+def test_canonical_sorts_each_run_of_indented_lines_like_a_naive_sort():
+    text = "In it, you see:\n\tb\n\ta\nYou also see:\n\tz\n\ty\n\tx"
+    naive = "In it, you see:\n" + "\n".join(sorted(["\tb", "\ta"])) + "\nYou also see:\n"
+    naive += "\n".join(sorted(["\tz", "\ty", "\tx"]))
+    assert sw.canonical(text) == naive
+    assert sw.canonical("no tabs\nhere") == "no tabs\nhere"
