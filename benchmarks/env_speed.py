@@ -71,9 +71,7 @@ def main() -> None:
     args = parser.parse_args()
 
     skills = "both" if args.with_skills else "program"
-    env = gym.make(
-        args.env, chain_length=1, split=args.split, max_steps_per_task=10_000, skills=skills
-    ).unwrapped
+    env = gym.make(args.env, chain_length=1, split=args.split, max_steps_per_task=10_000, skills=skills).unwrapped
     options = {"skill_library": skill_library()} if args.with_skills else {}
     rng = np.random.default_rng(0)
     engine_steps: list[float] = []  # per step: the fastest of the repeats

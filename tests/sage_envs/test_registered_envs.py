@@ -11,7 +11,6 @@ from gymnasium.utils.env_checker import check_env
 
 import sage_envs
 
-
 OPTIONAL_ENGINES = {"SageChain-ScienceWorld-v0": "scienceworld"}
 """Env ids whose engine is an optional package: their tests skip without it (ScienceWorld also needs Java)."""
 RANDOM_STRINGS = {"SageChain-ScienceWorld-v0": 200}

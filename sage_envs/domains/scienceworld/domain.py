@@ -40,7 +40,7 @@ PACKAGE_FIX = "install it with `pip install scienceworld` (or the project's extr
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The domain's cache folder: ``cache_dir``, else ``$SAGE_CACHE_DIR``, else ``~/.cache/sage_envs``, + ``/scienceworld``."""
+    """``<cache>/scienceworld``: ``<cache>`` is ``cache_dir``, else ``$SAGE_CACHE_DIR``, else ``~/.cache/sage_envs``."""
     base = cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV_VAR, DEFAULT_CACHE_DIR)
     return Path(base).expanduser() / CACHE_SUBDIR
 
