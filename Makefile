@@ -7,19 +7,23 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-quick expert-demo test install browser lint clean
+.PHONY: demo demo-quick expert-demo test install browser java lint clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_SPEC)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev]" $(TORCH_SPEC)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev,sciworld]" $(TORCH_SPEC)
 	touch $(STAMP)
 
 # Headless Chromium (Debian's package) for the leaderboard site's browser tests, which skip without it; needs root.
 browser:
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+# A Java runtime for ScienceWorld's simulator (SageChain-ScienceWorld-v0; its tests skip without one); needs root.
+java:
+	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq default-jre-headless; }
 
 # The main job (sage_app/demo.py): expert chains -> SFT -> GRPO vs SAGE vs ReSkill -> evaluation table and plots.
 demo: $(STAMP)

@@ -12,26 +12,23 @@ from sage_envs.error import InvalidConfigError, NoDomainError, suggest
 if TYPE_CHECKING:
     from sage_envs.domain import Domain
 
-ENV_IDS = ("SageChain-ALFWorld-v0", "SageChain-TextWorld-v0")
+ENTRY_POINTS = {
+    "SageChain-ALFWorld-v0": "sage_envs.domains.alfworld.env:AlfworldChainEnv",
+    "SageChain-TextWorld-v0": "sage_envs.domains.textworld.env:TextworldChainEnv",
+    "SageChain-ScienceWorld-v0": "sage_envs.domains.scienceworld.env:ScienceWorldChainEnv",
+}
+"""Each env id of the project and the chain env class behind it."""
+ENV_IDS = tuple(ENTRY_POINTS)
 DEFAULT_ENV_ID = "SageChain-ALFWorld-v0"
 """The env id tools and agents use when none is given."""
 
 
 def register_envs() -> None:
     """Register the project's env ids with Gymnasium; idempotent."""
-    if "SageChain-ALFWorld-v0" not in registry:
-        register(
-            id="SageChain-ALFWorld-v0",
-            entry_point="sage_envs.domains.alfworld.env:AlfworldChainEnv",
+    for env_id, entry_point in ENTRY_POINTS.items():
+        if env_id not in registry:
             # The chain env ends its own episodes (every task has a turn budget): no TimeLimit wrapper.
-            max_episode_steps=None,
-        )
-    if "SageChain-TextWorld-v0" not in registry:
-        register(
-            id="SageChain-TextWorld-v0",
-            entry_point="sage_envs.domains.textworld.env:TextworldChainEnv",
-            max_episode_steps=None,
-        )
+            register(id=env_id, entry_point=entry_point, max_episode_steps=None)
 
 
 def domain_class(env_id: str) -> type[Domain]:

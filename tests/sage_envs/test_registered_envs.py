@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,17 +13,25 @@ import sage_envs
 
 # Small games for the domains whose games are made on demand (a TextWorld game takes seconds to make).
 MAKE_KWARGS = {"SageChain-TextWorld-v0": {"rooms": 1, "num_chains": 2}}
-# Random strings per env: a string that is no skill action is a command its engine runs (TextWorld: ~20 ms each).
-RANDOM_STRINGS = {"SageChain-TextWorld-v0": 500}
+OPTIONAL_ENGINES = {"SageChain-ScienceWorld-v0": "scienceworld"}
+"""Env ids whose engine is an optional package: their tests skip without it (ScienceWorld also needs Java)."""
+RANDOM_STRINGS = {"SageChain-TextWorld-v0": 500, "SageChain-ScienceWorld-v0": 200}
+"""Random strings per env where 10,000 would take minutes: a string that is no skill action is a command its engine
+runs (TextWorld: ~20 ms each; ScienceWorld parses each in its JVM: ~0.1 s)."""
 
 
 @pytest.fixture(scope="module", params=sage_envs.ENV_IDS)
 def env_id(request):
+    package = OPTIONAL_ENGINES.get(request.param)
+    if package is not None:
+        pytest.importorskip(package)
+        if package == "scienceworld" and shutil.which("java") is None:
+            pytest.skip("ScienceWorld needs Java: apt-get install default-jre-headless")
     return request.param
 
 
 def _make(env_id: str, **kwargs):
-    """The env on its domain's first evaluation split (ALFWorld: valid_seen), with MAKE_KWARGS."""
+    """The env on its domain's second declared split (ALFWorld valid_seen, ScienceWorld dev), with MAKE_KWARGS."""
     split = sage_envs.domain_class(env_id).splits[1]
     return gym.make(env_id, split=split, **MAKE_KWARGS.get(env_id, {}), **kwargs)
 
