@@ -188,7 +188,7 @@ def test_sage_templates_say_the_put_command_of_every_train_grammar():
     assert puts(DemoConfig()) == ["move {obj} to {place}", "put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="official")) == ["put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="wheel")) == ["move {obj} to {place}"]
-    examples = domain_class(demo.ENV_ID).skill_examples()  # whole-task skills etc.: no put line of their own
+    examples = domain_class(DemoConfig().env_id).skill_examples()  # whole-task skills etc.: no put line of their own
     assert len(DemoConfig().sage_kwargs["skill_templates"]) == 2 * len(DemoConfig().expert_skills) + len(examples)
     assert not [t for t in examples if "move {" in t or "put {" in t]
 
