@@ -287,6 +287,22 @@ class DemoConfig:
         }
 
     @property
+    def policy_kwargs(self) -> dict[str, Any]:
+        """The options every policy agent is evaluated with: constrained decoding and :attr:`prompt_kwargs`.
+
+        On a domain that names its entities its own way (TextWorld: "the red apple") its ``entity_pattern`` too, as
+        the arms trained with it (``TrainConfig.policy_kwargs``); ALFWorld's default pattern is left out, so its
+        evaluations' config hashes (hence their resumable episode logs) are those of the runs before env_id.
+        """
+        from sage_agents.config import entity_pattern
+        from sage_envs.domain import ENTITY_PATTERN
+
+        kwargs = {"constrained": True, **self.prompt_kwargs}
+        if (pattern := entity_pattern(self.env_id)) != ENTITY_PATTERN:
+            kwargs["entity_pattern"] = pattern
+        return kwargs
+
+    @property
     def env_kwargs(self) -> dict[str, Any]:
         """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm); evaluation uses these.
 
@@ -447,17 +463,12 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
 
     ``arms`` maps arm labels (:func:`arm_label`) to their final checkpoints.
     """
-    from sage_agents.config import entity_pattern
     from sage_agents.reskill.controller import LIBRARY_DIR
-    from sage_envs.domain import ENTITY_PATTERN
 
     def env(skills: str) -> dict[str, Any]:
         return {**cfg.env_kwargs, "skills": skills}
 
-    policy = {"constrained": True, **cfg.prompt_kwargs}
-    # as the arms trained (TrainConfig.policy_kwargs): a domain's own entity names; ALFWorld's default is left out
-    if (pattern := entity_pattern(cfg.env_id)) != ENTITY_PATTERN:
-        policy["entity_pattern"] = pattern
+    policy = cfg.policy_kwargs
     entries = {
         "random": ("random", {}, env("none")),
         "expert": ("expert", {"skills": cfg.expert_skills}, env("program")),  # the expert the SFT data came from
