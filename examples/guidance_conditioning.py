@@ -35,7 +35,8 @@ from sage_agents.sft import (
     sft_warm_start,
     shown_guidance,
 )
-from sage_app.demo import ENV_ID, DemoConfig
+from sage_app.demo import ALFWORLD as ENV_ID  # the ALFWorld expert's advice: this study is ALFWorld's
+from sage_app.demo import DemoConfig
 from sage_envs.domains.alfworld import AlfworldExpert
 from sage_envs.domains.alfworld.expert_guidance import ShadowExpert, advise
 

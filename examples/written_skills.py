@@ -25,7 +25,7 @@ import sage_envs  # noqa: F401  (registers the env ids)
 from sage_agents.models import load_policy
 from sage_agents.policy import LLMPolicy
 from sage_agents.rollout import rollout_chains
-from sage_app.demo import ENV_ID, DemoConfig
+from sage_app.demo import DemoConfig
 
 
 def definition(action: str) -> str:
@@ -57,7 +57,7 @@ def main() -> None:
     seen = {definition(p["completion"]) for p in pairs if p["completion"].startswith("skill ")}
 
     torch.manual_seed(args.seed)
-    envs = [gym.make(ENV_ID, split=args.split, skills="program", **cfg.env_kwargs) for _ in range(args.batch)]
+    envs = [gym.make(cfg.env_id, split=args.split, skills="program", **cfg.env_kwargs) for _ in range(args.batch)]
     written = []
     for start in range(0, args.chains, args.batch):
         chains = list(range(start, min(start + args.batch, args.chains)))

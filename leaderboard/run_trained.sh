@@ -7,6 +7,8 @@
 # valid_unseen episodes are copied in first: entries with the same settings resume from them instead of replaying
 # (the evaluator keeps only episodes whose config hash matches). `memory` learns while it is evaluated, so it runs
 # in one process: its results then do not depend on how chains are spread over workers.
+# The env is the demo's (its DemoConfig.env_id; ALFWorld for runs saved before the field existed): on another env
+# the entries are evaluated on its domain's splits after the training one, the demo's eval_split first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -15,16 +17,21 @@ WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
-# The demo run's protocol, prompt options and SAGE's skill options (templates, write_skills) as JSON members
-# (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as that
-# run evaluated its agents.
-{ read -r ENV; read -r PROMPT; read -r SAGE_KWARGS; read -r BANK; } < <("$PY" -c 'import json, sys
+# The demo run's env, splits, protocol, policy options and SAGE's skill options (templates, write_skills) as JSON
+# members (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as
+# that run evaluated its agents.
+{ read -r ENV_ID; read -r SPLITS; read -r ENV; read -r PROMPT; read -r SAGE_KWARGS; read -r BANK; } < <("$PY" -c '
+import json, sys
 from sage_app.demo import DemoConfig
+from sage_envs import domain_class
 cfg = DemoConfig.load(sys.argv[1] + "/demo_config.json")
+print(cfg.env_id)
+print(cfg.eval_split, *[s for s in domain_class(cfg.env_id).splits[1:] if s != cfg.eval_split])
 print(json.dumps(cfg.env_kwargs)[1:-1])
-print(json.dumps({"constrained": True, **cfg.prompt_kwargs})[1:-1])
+print(json.dumps(cfg.policy_kwargs)[1:-1])
 print(json.dumps(cfg.sage_kwargs)[1:-1])
 print(int(cfg.sage_eval_bank))' "$DEMO")
+EVAL_SPLIT=${SPLITS%% *}
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
@@ -46,16 +53,20 @@ print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent), json.dumps(we
 fi
 mkdir -p leaderboard/results
 for label in sft grpo sage; do
-  episodes=$DEMO/results/${label}__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl
+  episodes=$DEMO/results/${label}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
   if [ -f "$episodes" ] && [ ! -f "leaderboard/results/$(basename "$episodes")" ]; then
     cp "$episodes" leaderboard/results/
   fi
 done
 # A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
 FAILED=()
-run() { "$PY" -m leaderboard.evaluate --output leaderboard/results --batch-size "$BATCH" "$@" || FAILED+=("$*"); }
-splits=("--split valid_unseen" "--split valid_seen")  # valid_unseen first: mostly the demo's own episodes
-if [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
+run() {
+  "$PY" -m leaderboard.evaluate --env "$ENV_ID" --output leaderboard/results --batch-size "$BATCH" "$@" ||
+    FAILED+=("$*")
+}
+splits=()  # the demo's eval_split first (ALFWorld: valid_unseen, then valid_seen): mostly the demo's own episodes
+for split in $SPLITS; do splits+=("--split $split"); done
+if [ "$ENV_ID" = SageChain-ALFWorld-v0 ] && [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}
   splits+=("--split valid_seen --source official")
 fi

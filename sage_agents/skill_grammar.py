@@ -160,7 +160,10 @@ class SkillGrammar:
                 variables = [v for scope in scopes[:d] for v in scope]
                 can_open = left > 1 and d < self.max_depth
                 for head in self._heads(variables, in_loop=loops[d - 1], can_open=can_open, can_call=bool(library)):
-                    starts[f"{INDENT * d}{head}"] = (head, d)
+                    if head:
+                        starts[f"{INDENT * d}{head}"] = (head, d)
+                    else:  # a shape whose verb is a slot ("{how} {food} with {knife}"): its value starts the line
+                        starts.update({f"{INDENT * d}{{{v}}}": ("", d) for v in [*params, *variables]})
             if not opened or not left:
                 starts["call"] = ("call", 0)
             start = yield _options(starts)
@@ -192,7 +195,7 @@ class SkillGrammar:
             elif head == "call":
                 yield from _nested_call(library, [*params, *variables], arguments)
             elif head not in ("return\n", "break\n"):
-                yield from self._command(head, [*params, *variables])
+                yield from self._command(head, [*params, *variables], first_slot_taken=not head)
             lines += 1
 
     def _heads(self, variables: list[str], *, in_loop: bool, can_open: bool, can_call: bool) -> list[str]:
@@ -205,10 +208,13 @@ class SkillGrammar:
             heads.append("break\n")
         return list(dict.fromkeys(heads))
 
-    def _command(self, head: str, values: list[str]) -> Plan:
-        """The rest of a command line after ``head``: each slot a `` {value}``, then the shape's next text."""
+    def _command(self, head: str, values: list[str], first_slot_taken: bool = False) -> Plan:
+        """The rest of a command line after ``head``: each slot a `` {value}``, then the shape's next text.
+
+        ``first_slot_taken``: the line's start held the first slot's value (a shape with an empty ``head``).
+        """
         alive = [_pieces(shape) for shape in self.command_shapes if _head(shape) == head]
-        for i in range(max(len(p) for p in alive)):
+        for i in range(int(first_slot_taken), max(len(p) for p in alive)):
             if alive[0][i] is _SLOT:  # shapes of one head share their slots until their texts differ
                 yield _options(f" {{{v}}}" for v in values)
                 continue

@@ -3,27 +3,34 @@
 Stages, each resumable (a finished stage is skipped on a rerun; the RL arms resume from their last checkpoint and
 the evaluations from their episode logs):
 
-1. **expert**: the observation-only ALFWorld expert plays generated ``train`` chains twice, with program skills
+1. **expert**: the env's domain expert (ALFWorld's observation-only one by default) plays ``train`` chains
+   twice, with program skills
    (it defines a skill on first need and calls it afterwards) and without; every turn of a completed task becomes
    a ``(prompt, completion)`` pair in the policy's own prompt format. Without skills, some prompts show a guidance
-   skill that applies to the turn or one that does not (``DemoConfig.sft_guidance``).
+   skill that applies to the turn or one that does not (``DemoConfig.sft_guidance``; domains that advise).
 2. **sft**: a tiny causal LM (word-level tokenizer built from the env vocabulary) is warm-started on both sets
    of pairs with TRL's ``SFTTrainer`` (SAGE's SFT stage); one checkpoint serves every RL arm.
 3. **train**: three arms from that checkpoint with the same budget and seed: GRPO without skills
    (``skills="none"``, outcome reward), SAGE (program skills, skill-integrated reward, sequential rollout) and
    ReSkill (guidance skills created from diagnosed failures and chosen by Thompson sampling, outcome reward).
    All act by constrained decoding; SAGE may also choose the expert's skill definitions as templates.
-4. **evaluate**: random, expert, SFT and the arms on generated ``valid_unseen`` chains through the leaderboard
+4. **evaluate**: random, expert, SFT and the arms on the domain's evaluation split (ALFWorld: generated
+   ``valid_unseen``) through the leaderboard
    evaluator (SAGE starts every chain with an empty library, as in the paper; ``sage_eval_bank`` starts it from
    the skills its reward paid for during training).
 5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), ``results.json`` and plots (learning
    curves, success vs tokens).
 
 ``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests).
+
+Any registered env runs (``DemoConfig.env_id``; ``sage demo --set env_id=SageChain-TextWorld-v0``): the demo
+reaches its domain only through ``sage_envs.domain_class`` (expert, skill templates, advice, splits, vocabulary).
+Defaults measured on ALFWorld (:data:`ENV_DEFAULTS`) apply there only.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import time
@@ -34,7 +41,20 @@ from typing import Any
 
 import numpy as np
 
-ENV_ID = "SageChain-ALFWorld-v0"
+ALFWORLD = "SageChain-ALFWorld-v0"
+ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    ALFWORLD: {
+        "expert_skills": ["place_in", "heat_then_place", "cool_then_place", "clean_then_place"],
+        "sft_action_weights": (
+            {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
+        ),
+        "train_command_grammar": "mixed",
+        "quick_max_steps_per_task": 8,
+    },
+}
+"""Per env id, what a :class:`DemoConfig` field left None becomes: settings measured on that env (docs/demo.md,
+"Choices, and why"). ``quick_max_steps_per_task`` is the turn budget of ``--quick`` (ALFWorld's expert needs ~4
+turns per task with skills). An env without an entry gets the domain-neutral choices each field names."""
 ARMS = ("grpo", "sage", "reskill")
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
 """The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
@@ -54,13 +74,18 @@ class DemoConfig:
     """Smoke run: a few chains and steps per stage (about two minutes), for tests."""
 
     # ------------------------------------------------------------------ environment
+    env_id: str = ALFWORLD
+    """The registered env every stage plays (expert data, the tokenizer's vocabulary, RL, evaluation), e.g.
+    ``SageChain-TextWorld-v0``; its domain gives the expert, skill templates, advice and splits. Fields left None
+    take this env's measured defaults (:data:`ENV_DEFAULTS`; ALFWorld's) or the domain-neutral choice they name."""
     chain_length: int = 2
     """Tasks per chain (SAGE uses 2)."""
     max_steps_per_task: int = 30
     """Agent turns per task before it fails (the expert needs ~11 without skills, ~4 with)."""
-    train_command_grammar: str = "mixed"
-    """Command grammar of the generated train games the expert, SFT and RL see (the env's ``command_grammar``):
-    ``mixed`` (default) gives each chain the wheel's "move X to Y" or the official games' "put X in/on Y", so the
+    train_command_grammar: str | None = None
+    """Command grammar of the generated train games the expert, SFT and RL see (the env's ``command_grammar``;
+    None: ``mixed`` on ALFWorld, and none on envs whose games have no such choice, e.g. TextWorld). ALFWorld:
+    ``mixed`` (its default) gives each chain the wheel's "move X to Y" or the official games' "put X in/on Y", so the
     models learn both and can play the official benchmark; ``wheel`` is the demo before issue 20 (its models
     completed 5% of official valid_seen tasks against 45% of generated ones). Evaluation stays on the default
     (wheel) generated games, so the demo's ``eval_split`` figures compare with earlier runs."""
@@ -68,20 +93,17 @@ class DemoConfig:
     # ------------------------------------------------------------------ expert data and SFT
     expert_chains: int = 600
     """Generated train chains the expert plays (each with and without skills)."""
-    expert_skills: list[str] | None = field(
-        default_factory=lambda: ["place_in", "heat_then_place", "cool_then_place", "clean_then_place"]
-    )
-    """The expert's skills: the SAGE arm learns to define and call these, and is offered them as templates; the
-    other stages are played as plain commands (None = all six). The default leaves the search (``find_and_take``,
-    ``use_lamp``), whose "where" argument a tiny model got wrong, to constrained plain commands: SFT and GRPO
-    then completed 30% of valid_unseen tasks instead of 15.5%, SAGE 19.5% instead of 2% (docs/demo.md)."""
-    sft_action_weights: dict[str, float] = field(
-        default_factory=lambda: (
-            {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
-        )
-    )
+    expert_skills: list[str] | None = None
+    """The expert's skills, names of the domain's ``skill_templates``: the SAGE arm learns to define and call these,
+    and is offered them as templates; the other stages are played as plain commands. None: on ALFWorld
+    ``place_in``, ``heat_then_place``, ``cool_then_place``, ``clean_then_place`` (list all six to have them all),
+    on other envs all of the domain's. ALFWorld's default leaves the search (``find_and_take``, ``use_lamp``),
+    whose "where" argument a tiny model got wrong, to constrained plain commands: SFT and GRPO then completed 30%
+    of valid_unseen tasks instead of 15.5%, SAGE 19.5% instead of 2% (docs/demo.md)."""
+    sft_action_weights: dict[str, float] | None = None
     """Resampling weight of the SFT pairs by the first word of the expert's action (``sft.reweight_pairs``;
-    others 1): the decisive turns twice, 30% of the ``go to`` turns, which are ~40% of the raw pairs."""
+    others 1). None: on ALFWorld the decisive turns (take, move, heat, cool, clean, use, examine) twice and 30% of
+    the ``go to`` turns, which are ~40% of the raw pairs; on other envs none ({}: no env's verbs are measured)."""
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 3
@@ -106,7 +128,8 @@ class DemoConfig:
     rest none), so that the SFT model every arm starts from has learnt to act on guidance that applies and to
     ignore the rest: ReSkill's skills reach its policy only as guidance (docs/reskill.md, "Guidance
     conditioning"). Off: no prompt holds guidance, as before issue 21 (ReSkill runs 3-5: guidance in the prompt
-    then hurt the policy whatever it said)."""
+    then hurt the policy whatever it said). Only a domain that advises (``Domain.advise``; ALFWorld) has guidance to
+    show: on the others (TextWorld) no prompt holds any, on or off."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
@@ -156,7 +179,8 @@ class DemoConfig:
     """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
     the vocabulary of the expert's definitions), and its SFT data holds the expert's definitions under varied
     names, parameter orders and bodies (search loops or not, whole-task skills calling sub-task skills) without
-    comments (``AlfworldExpert(vary_definitions=seed)``). Off: the expert's
+    comments (``AlfworldExpert(vary_definitions=seed)``; a domain expert without ``vary_definitions`` writes its
+    own definitions as they are). Off: the expert's
     definitions are a menu SAGE picks from (its only way before issue 20)."""
 
     # ------------------------------------------------------------------ evaluation
@@ -165,8 +189,9 @@ class DemoConfig:
     an empty library (the paper's protocol: task 1 starts empty, task 2 has task 1's skills). Off: with the bank,
     the tiny model called the banked skills where another was needed and completed 31% instead of 65% of the
     tasks of 40 valid_unseen chains (docs/demo.md)."""
-    eval_split: str = "valid_unseen"
-    """Split the agents are compared on (scenes never seen in training)."""
+    eval_split: str | None = None
+    """Split the agents are compared on; None: the domain's ``eval_split`` (ALFWorld: ``valid_unseen``, scenes never
+    seen in training; TextWorld: ``test``)."""
     eval_chains: int = 100
     """Chains per agent (at least 100 for a comparison: differences under ~20 points are noise at n = 25)."""
     eval_seeds: list[int] = field(default_factory=lambda: [0])
@@ -183,18 +208,37 @@ class DemoConfig:
                 """e.g. --set 'arms=["grpo", "sage"]'."""
             )
         from sage_envs import domain_class
+        from sage_envs.error import suggest
 
-        templates = domain_class(ENV_ID).skill_templates(**self.train_env_kwargs)  # checks the grammar too
+        domain = domain_class(self.env_id)  # an unregistered id: InvalidConfigError naming the registered ones
+        defaults = ENV_DEFAULTS.get(self.env_id, {})
+        for name in ("expert_skills", "sft_action_weights", "train_command_grammar"):
+            if getattr(self, name) is None:
+                setattr(self, name, copy.deepcopy(defaults.get(name)))  # a list of its own, not the table's
+        self.sft_action_weights = self.sft_action_weights or {}
+        if self.train_command_grammar is not None and not takes_command_grammar(self.env_id):
+            raise ValueError(
+                f"train_command_grammar={self.train_command_grammar!r}, but {self.env_id} has no command grammar to "
+                "choose: leave it unset (--set train_command_grammar=null)."
+            )
+        self.eval_split = domain.eval_split if self.eval_split is None else self.eval_split
+        if self.eval_split not in domain.splits:
+            raise ValueError(
+                f"eval_split={self.eval_split!r} is not a split of {self.env_id} {domain.splits}."
+                f"{suggest(self.eval_split, domain.splits)}"
+            )
+        templates = domain.skill_templates(**self.train_env_kwargs)  # checks the grammar too
         if self.expert_skills is not None:
             if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(templates):
                 raise ValueError(
-                    f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)}, e.g. "
-                    """--set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
+                    f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)} ({self.env_id}'s "
+                    """skills), e.g. --set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
                 )
         if self.quick:
             quick = {
                 "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
-                "group_size": 2, "eval_chains": 3, "max_steps_per_task": 8, "workers": 1, "rl_save_every": 1,
+                "group_size": 2, "eval_chains": 3, "workers": 1, "rl_save_every": 1,
+                "max_steps_per_task": defaults.get("quick_max_steps_per_task", self.max_steps_per_task),
             }  # fmt: skip
             for name, value in quick.items():
                 setattr(self, name, value)
@@ -205,11 +249,16 @@ class DemoConfig:
 
         Settings of the decoder that an earlier version had and this one does not
         (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped. A run saved before ``train_command_grammar``
-        existed trained on the wheel's grammar, so that is what it is loaded with.
+        existed trained on the wheel's grammar, so that is what it is loaded with. A run saved before ``env_id``
+        existed played ALFWorld, where ``expert_skills`` None then meant all of its skills (now ALFWorld's four):
+        it is loaded with their list.
         """
         from sage_agents.config import REMOVED_FIELDS
+        from sage_envs import domain_class
 
         saved = {"train_command_grammar": "wheel", **json.loads(Path(path).read_text())}
+        if "env_id" not in saved and "expert_skills" in saved and saved["expert_skills"] is None:
+            saved["expert_skills"] = list(domain_class(ALFWORLD).skill_templates())
         return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
 
     @property
@@ -220,11 +269,11 @@ class DemoConfig:
         lines are the put commands the SAGE arm can write; when it writes skills, the domain's other example definitions
         (:meth:`sage_envs.domain.Domain.skill_examples`: whole-task skills, other bodies) add to its vocabulary.
         """
-        templates = skill_templates(self.expert_skills, self.train_env_kwargs)
+        templates = skill_templates(self.expert_skills, self.train_env_kwargs, self.env_id)
         if self.sage_writes_skills:  # the vocabulary of the varying expert's other bodies (whole-task skills)
             from sage_envs import domain_class
 
-            templates += domain_class(ENV_ID).skill_examples()
+            templates += domain_class(self.env_id).skill_examples()
         return {"skill_templates": templates, "write_skills": self.sage_writes_skills}
 
     @property
@@ -238,6 +287,22 @@ class DemoConfig:
         }
 
     @property
+    def policy_kwargs(self) -> dict[str, Any]:
+        """The options every policy agent is evaluated with: constrained decoding and :attr:`prompt_kwargs`.
+
+        On a domain that names its entities its own way (TextWorld: "the red apple") its ``entity_pattern`` too, as
+        the arms trained with it (``TrainConfig.policy_kwargs``); ALFWorld's default pattern is left out, so its
+        evaluations' config hashes (hence their resumable episode logs) are those of the runs before env_id.
+        """
+        from sage_agents.config import entity_pattern
+        from sage_envs.domain import ENTITY_PATTERN
+
+        kwargs = {"constrained": True, **self.prompt_kwargs}
+        if (pattern := entity_pattern(self.env_id)) != ENTITY_PATTERN:
+            kwargs["entity_pattern"] = pattern
+        return kwargs
+
+    @property
     def env_kwargs(self) -> dict[str, Any]:
         """``gymnasium.make`` kwargs shared by every stage (the skills mode is set per arm); evaluation uses these.
 
@@ -248,21 +313,37 @@ class DemoConfig:
 
     @property
     def train_env_kwargs(self) -> dict[str, Any]:
-        """:attr:`env_kwargs` of the training stages (expert chains, RL): the games speak ``train_command_grammar``."""
+        """:attr:`env_kwargs` of the training stages (expert chains, RL): the games speak ``train_command_grammar``.
+
+        Only an env with a command grammar (ALFWorld) is given one.
+        """
+        if self.train_command_grammar is None:
+            return dict(self.env_kwargs)
         return {**self.env_kwargs, "command_grammar": self.train_command_grammar}
 
 
+def takes_command_grammar(env_id: str) -> bool:
+    """Whether ``env_id``'s games have a ``command_grammar`` to choose (its domain takes one: ALFWorld)."""
+    import inspect
+
+    from sage_envs import domain_class
+
+    return "command_grammar" in inspect.signature(domain_class(env_id)).parameters
+
+
 # ---------------------------------------------------------------------------------------------- stages
-def skill_templates(names: Sequence[str] | None = None, env_kwargs: dict[str, Any] | None = None) -> list[str]:
+def skill_templates(
+    names: Sequence[str] | None = None, env_kwargs: dict[str, Any] | None = None, env_id: str = ALFWORLD
+) -> list[str]:
     """The expert's skill definitions, offered to SAGE as define+call actions or as the words it writes skills with.
 
-    ``names`` picks some of the expert's skills (None = all, in their order); each comes once per form the games
-    of ``env_kwargs`` need (:meth:`sage_envs.domain.Domain.skill_templates`; ALFWorld: once per command grammar,
-    ``wheel`` "move X to Y", ``official`` "put X in/on Y"; default: the env's default games).
+    ``names`` picks some of ``env_id``'s expert's skills (None = all, in their order); each comes once per form the
+    games of ``env_kwargs`` need (:meth:`sage_envs.domain.Domain.skill_templates`; ALFWorld: once per command
+    grammar, ``wheel`` "move X to Y", ``official`` "put X in/on Y"; default: the env's default games).
     """
     from sage_envs import domain_class
 
-    templates = domain_class(ENV_ID).skill_templates(**(env_kwargs or {}))
+    templates = domain_class(env_id).skill_templates(**(env_kwargs or {}))
     return [text for name, forms in templates.items() if names is None or name in names for text in forms]
 
 
@@ -274,26 +355,31 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     from sage_agents.models import build_tiny_model
     from sage_agents.policy import LLMPolicy
     from sage_agents.progress import track
+    from sage_agents.registry import accepted_kwargs
     from sage_agents.sft import GuidanceMix, collect_expert_pairs
     from sage_envs import domain_class
 
     path = out / "expert" / "pairs.jsonl"
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
-    model, tokenizer = build_tiny_model(skill_templates(), hidden=32, layers=1)  # only formats prompts here
+    model, tokenizer = build_tiny_model(
+        skill_templates(env_id=cfg.env_id), hidden=32, layers=1, env_id=cfg.env_id
+    )  # only formats prompts here
+    domain = domain_class(cfg.env_id)
+    takes = accepted_kwargs(domain.expert)
     pairs = []
     for skills in ("program", "none"):
         # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
         sage = cfg.sage_kwargs if skills == "program" else {}
         prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
-        env = gym.make(ENV_ID, split="train", skills=skills, **cfg.train_env_kwargs)
-        vary = cfg.seed if sage.get("write_skills") else None  # definitions the policy writes: varied examples
-        expert = domain_class(ENV_ID).expert(
-            use_skills=skills != "none", skills=cfg.expert_skills, vary_definitions=vary
-        )
+        env = gym.make(cfg.env_id, split=domain.splits[0], skills=skills, **cfg.train_env_kwargs)
+        options = {}
+        if takes is None or "vary_definitions" in takes:  # definitions the policy writes: varied examples
+            options["vary_definitions"] = cfg.seed if sage.get("write_skills") else None
+        expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
-        guidance = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain_class(ENV_ID).advise} if guided else {}
+        guidance = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain.advise} if guided else {}
         pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed, **guidance)
         env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -311,9 +397,11 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     path = out / "sft" / "model"
     if (path / "config.json").exists():
         return path
-    tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in pairs])
+    tokenizer = build_tokenizer([p["prompt"] + "\n" + p["completion"] for p in pairs], env_id=cfg.env_id)
     pairs = reweight_pairs(pairs, cfg.sft_action_weights, seed=cfg.seed)
-    model, tokenizer = build_tiny_model(tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed)
+    model, tokenizer = build_tiny_model(
+        tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed, env_id=cfg.env_id
+    )
     start = time.perf_counter()
     metrics = sft_warm_start(
         model, tokenizer, pairs, output_dir=str(out / "sft" / "trl"), epochs=cfg.sft_epochs, lr=cfg.sft_lr,
@@ -342,11 +430,13 @@ def arm_of(label: str) -> str:
 def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Any:
     """The TrainConfig of one RL arm; the arms differ only in algorithm, skills, templates and ReSkill's tests."""
     from sage_agents.config import TrainConfig
+    from sage_envs import domain_class
 
     reskill = {"reskill_min_reservoir": cfg.reskill_min_reservoir, "reskill_min_test_steps": cfg.reskill_min_test_steps,
                "reskill_min_test_episodes": cfg.reskill_min_test_episodes}  # fmt: skip
     return TrainConfig(
-        algo=arm, env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
+        algo=arm, env_id=cfg.env_id, split=domain_class(cfg.env_id).splits[0], eval_split=cfg.eval_split,
+        env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
@@ -378,7 +468,7 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
     def env(skills: str) -> dict[str, Any]:
         return {**cfg.env_kwargs, "skills": skills}
 
-    policy = {"constrained": True, **cfg.prompt_kwargs}
+    policy = cfg.policy_kwargs
     entries = {
         "random": ("random", {}, env("none")),
         "expert": ("expert", {"skills": cfg.expert_skills}, env("program")),  # the expert the SFT data came from
@@ -404,9 +494,9 @@ def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
     summaries = []
     for label, (agent, agent_kwargs, env_kwargs) in agent_entries(cfg, sft, arms).items():
         config = EvalConfig(
-            agent=agent, label=label, split=cfg.eval_split, num_chains=cfg.eval_chains, seeds=list(cfg.eval_seeds),
-            agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"), workers=cfg.workers,
-            batch_size=cfg.eval_batch_size,
+            agent=agent, label=label, env=cfg.env_id, split=cfg.eval_split, num_chains=cfg.eval_chains,
+            seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"),
+            workers=cfg.workers, batch_size=cfg.eval_batch_size,
         )  # fmt: skip
         summaries.append(evaluate(config))
     return summaries
@@ -549,7 +639,7 @@ def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Pa
     for s in summaries:
         ax.scatter(s["mean_tokens"], 100 * s["tgc"])
         ax.annotate(s["agent"], (s["mean_tokens"], 100 * s["tgc"]), textcoords="offset points", xytext=(4, 4))
-    ax.set(xlabel="generated tokens per task", ylabel="TGC (%)", title="Success vs tokens (valid_unseen)")
+    ax.set(xlabel="generated tokens per task", ylabel="TGC (%)", title=f"Success vs tokens ({cfg.eval_split})")
     paths.append(out / "success_vs_tokens.png")
     fig.tight_layout()
     fig.savefig(paths[-1], dpi=120)
@@ -577,7 +667,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         label = arm_label(cfg, arm, seed)
         console.rule(f"[bold]3/5 RL arm {i + 1}/{len(runs)}: {label}")
         arms[label] = train_arm(cfg, out, arm, sft, seed)
-    console.rule(f"[bold]4/5 evaluation on {cfg.eval_split}")
+    console.rule(f"[bold]4/5 evaluation on {cfg.env_id} {cfg.eval_split}")
     summaries = evaluate_agents(cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
     table = render_markdown(summaries)

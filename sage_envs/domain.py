@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sage_envs.error import InvalidConfigError
+
 SPLITS = ("train", "valid_seen", "valid_unseen")
 """The default of :attr:`Domain.splits` (ALFWorld's split names); a domain with other splits declares its own."""
 ENTITY_PATTERN = r"\b([a-z]+ \d+)\b"
@@ -122,10 +124,22 @@ class Domain(abc.ABC):
     """Short name used in env ids and result files."""
     splits: tuple[str, ...] = SPLITS
     """The split names :meth:`tasks` takes, in order (training first); the chain env accepts only these."""
+    eval_split: str = SPLITS[-1]
+    """The split agents are compared on by default (the demo's evaluation; ALFWorld: ``valid_unseen``, scenes never
+    seen in training). A subclass that does not name one gets the last of its own :attr:`splits`."""
     scored: bool = False
     """Whether its games report a :attr:`StepResult.score`; the chain env's ``info`` then has ``task_score``."""
     entity_pattern: str = ENTITY_PATTERN
     """A regex whose first group matches one entity name in the domain's texts (skill-call arguments)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "eval_split" not in vars(cls):  # follow the subclass's own splits, not an inherited evaluation split
+            cls.eval_split = cls.splits[-1]
+        if cls.eval_split not in cls.splits:  # a domain bug: fail where the class is defined, not at evaluation
+            raise InvalidConfigError(
+                f"{cls.__name__}.eval_split={cls.eval_split!r} is not one of its splits {cls.splits}."
+            )
 
     @classmethod
     def expert(cls, *, use_skills: bool = True, skills: Sequence[str] | None = None, **kwargs: Any) -> Any:

@@ -196,3 +196,38 @@ def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write():
     searches = [b for b in bodies if any(" take {o} from " in line for line in b)]
     assert whole  # whole-task skills calling sub-task skills
     assert {any("for r in receptacles:" in line for line in b) for b in searches} == {True, False}  # loop or not
+
+
+def test_a_command_whose_verb_is_a_parameter_starts_its_line_with_the_value():
+    import sage_envs
+
+    cut = """skill cut(food, how, knife):
+    take {knife}
+    {how} {food} with {knife}
+    drop {knife}"""
+    grammar = SkillGrammar.from_definitions([cut])
+    assert "{} {} with {}" in grammar.command_shapes
+    assert grammar.accepts(f"{cut}\ncall cut(carrot, slice, knife)")
+    assert not grammar.accepts(f"{cut.replace(' with ', ' into ')}\ncall cut(carrot, slice, knife)")  # no such shape
+    assert not grammar.accepts(f"{cut.replace('{how} {food}', '{how}{food}')}\ncall cut(carrot, slice, knife)")
+    rng, lines = random.Random(0), set()
+    for _ in range(200):
+        text = walk(grammar, rng)
+        definition, _ = text.rsplit("\ncall ", 1)
+        skill, _ = parse_definition(definition)  # parses, indentation included
+        lines |= {line.strip() for line in definition.splitlines()[1:]}
+    assert {"{how} {food} with {knife}", "{food} {how} with {knife}"} <= lines  # any parameter may be the verb
+    # TextWorld's expert cuts this way (cut_with_knife): the grammar of its templates writes those with parameters
+    # (a written skill has at least one: serve_meal() is not one the grammar writes)
+    templates = [
+        t for forms in sage_envs.domain_class("SageChain-TextWorld-v0").skill_templates().values() for t in forms
+    ]
+    textworld = SkillGrammar.from_definitions(templates)
+    written = 0
+    for template in templates:
+        header = template.split("\n", 1)[0]
+        name, params = header.removeprefix("skill ").split("(")[0], header.split("(")[1].split(")")[0].split(", ")
+        if params != [""]:
+            assert textworld.accepts(f"{template}\ncall {name}({', '.join(f'{p} 1' for p in params)})"), template
+            written += 1
+    assert written == len(templates) - 1 >= 2

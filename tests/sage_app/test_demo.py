@@ -188,7 +188,7 @@ def test_sage_templates_say_the_put_command_of_every_train_grammar():
     assert puts(DemoConfig()) == ["move {obj} to {place}", "put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="official")) == ["put {obj} in/on {place}"]
     assert puts(DemoConfig(train_command_grammar="wheel")) == ["move {obj} to {place}"]
-    examples = domain_class(demo.ENV_ID).skill_examples()  # whole-task skills etc.: no put line of their own
+    examples = domain_class(DemoConfig().env_id).skill_examples()  # whole-task skills etc.: no put line of their own
     assert len(DemoConfig().sage_kwargs["skill_templates"]) == 2 * len(DemoConfig().expert_skills) + len(examples)
     assert not [t for t in examples if "move {" in t or "put {" in t]
 
@@ -214,3 +214,70 @@ def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):
     assert not any(s and g for s, g in zip(shown, program, strict=True))  # the SAGE arm's prompts hold none
     assert 0.4 * program.count(False) <= sum(shown) <= 0.9 * program.count(False)  # 70% of the no-skill turns
     assert not any("\nGuidance:\n" in p["prompt"] for p in plain)
+
+
+TEXTWORLD = "SageChain-TextWorld-v0"
+
+
+def test_alfworld_tuned_defaults_apply_to_alfworld_only():
+    alfworld, textworld = DemoConfig(), DemoConfig(env_id=TEXTWORLD)
+    assert alfworld.env_id == demo.ALFWORLD and alfworld.eval_split == "valid_unseen"
+    assert alfworld.expert_skills == ["place_in", "heat_then_place", "cool_then_place", "clean_then_place"]
+    assert alfworld.sft_action_weights["go"] == 0.3 and alfworld.train_command_grammar == "mixed"
+    assert DemoConfig(quick=True).max_steps_per_task == 8
+    # TextWorld: its domain's evaluation split, all its skills, no rebalancing, no command grammar, 30 turns
+    assert textworld.eval_split == domain_class(TEXTWORLD).eval_split == "test"
+    assert textworld.expert_skills is None and textworld.sft_action_weights == {}
+    assert textworld.train_env_kwargs == textworld.env_kwargs == {"chain_length": 2, "max_steps_per_task": 30}
+    assert DemoConfig(env_id=TEXTWORLD, quick=True).max_steps_per_task == 30
+    assert len(textworld.sage_kwargs["skill_templates"]) == len(domain_class(TEXTWORLD).skill_templates())
+    assert textworld.policy_kwargs["entity_pattern"] == domain_class(TEXTWORLD).entity_pattern
+    assert "entity_pattern" not in alfworld.policy_kwargs  # the default pattern: ALFWorld's config hashes as before
+    assert DemoConfig(env_id=TEXTWORLD, expert_skills=["serve_meal"]).expert_skills == ["serve_meal"]
+    with pytest.raises(ValueError, match="no command grammar to choose"):
+        DemoConfig(env_id=TEXTWORLD, train_command_grammar="mixed")
+    with pytest.raises(ValueError, match=r"eval_split='tset' is not a split of .*Did you mean 'test'"):
+        DemoConfig(env_id=TEXTWORLD, eval_split="tset")
+    with pytest.raises(ValueError, match=r"must be a list of \['cut_with_knife'"):
+        DemoConfig(env_id=TEXTWORLD, expert_skills=["place_in"])  # ALFWorld's skill names are not TextWorld's
+    with pytest.raises(ValueError, match="Did you mean 'SageChain-TextWorld-v0'"):
+        DemoConfig(env_id="SageChain-TextWorld-v1")
+
+
+def test_a_run_saved_before_env_id_with_all_skills_keeps_all_of_them(tmp_path):
+    saved = json.loads((Path(__file__).resolve().parents[2] / "docs/assets/demo/demo_config.json").read_text())
+    assert "env_id" not in saved
+    (tmp_path / "demo_config.json").write_text(json.dumps({**saved, "expert_skills": None}))
+    cfg = DemoConfig.load(tmp_path / "demo_config.json")
+    assert cfg.env_id == demo.ALFWORLD and cfg.expert_skills == list(domain_class(demo.ALFWORLD).skill_templates())
+    assert len(cfg.expert_skills) == 6  # None then meant all of them; it now means ALFWorld's four
+    assert DemoConfig.load(tmp_path / "demo_config.json").eval_split == "valid_unseen"
+
+
+@pytest.mark.slow
+def test_quick_demo_runs_every_stage_on_textworld(tmp_path):
+    out = tmp_path / "demo"
+    cfg = DemoConfig(env_id=TEXTWORLD, quick=True, output_dir=str(out))
+    cfg.expert_chains, cfg.eval_chains, cfg.rl_steps = 2, 1, 1  # the smallest run that goes through every stage
+    result = run_demo(cfg)
+    assert [s["agent"] for s in result["summaries"]] == LABELS
+    assert all((s["env"], s["split"], s["n_chains"]) == (TEXTWORLD, "test", 1) for s in result["summaries"])
+    by = {s["agent"]: s for s in result["summaries"]}
+    assert by["expert"]["tgc"] == 1.0  # the walkthrough expert wins both recipes of the chain
+    pairs = [json.loads(line) for line in (out / "expert" / "pairs.jsonl").read_text().splitlines()]
+    assert any(p["completion"] == "prepare meal" for p in pairs)  # TextWorld's own commands
+    assert any(p["completion"].startswith("skill serve_meal()") for p in pairs)  # and its expert's skills
+    assert not any("Guidance:" in p["prompt"] for p in pairs)  # TextWorld gives no advice: no guidance pairs
+    for path in ("sft/model/config.json", "sft/metrics.json", "results.json", "RESULTS.md", "learning_curves.png",
+                 "success_vs_tokens.png"):  # fmt: skip
+        assert (out / path).stat().st_size > 0, path
+    for arm in ("grpo", "sage", "reskill"):
+        steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
+        assert steps == [1.0]
+        checkpoint = out / arm / "checkpoints" / (out / arm / "checkpoints" / "latest").read_text().strip()
+        state = json.loads((checkpoint / "trainer_state.json").read_text())
+        assert state["config"]["env_id"] == TEXTWORLD and "command_grammar" not in state["config"]["env_kwargs"]
+    for label in LABELS:
+        assert (out / "results" / f"{label}__{TEXTWORLD}__test__default.json").exists()
+        assert (out / "results" / f"{label}__{TEXTWORLD}__test__default.episodes.jsonl").exists()
+    assert DemoConfig.load(out / "demo_config.json").env_id == TEXTWORLD

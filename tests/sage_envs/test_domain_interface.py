@@ -128,3 +128,20 @@ def test_domain_class_resolves_a_registered_env_and_says_why_not():
             sage_envs.domain_class("SageChain-ToyLambda-v0")
     finally:
         del gym.registry["SageChain-ToyClass-v0"], gym.registry["SageChain-ToyLambda-v0"]
+
+
+def test_the_evaluation_split_is_the_last_split_unless_a_domain_names_one():
+    assert ToyDomain.eval_split == "valid_unseen" == sage_envs.domain_class("SageChain-ALFWorld-v0").eval_split
+    assert RiskyToyDomain.eval_split == "test"  # its own splits, not the eval split it inherits from ToyDomain
+
+    class DevEvaluated(RiskyToyDomain):
+        eval_split = "dev"
+
+    class Renamed(DevEvaluated):
+        splits = ("fit", "holdout")
+
+    assert DevEvaluated.eval_split == "dev" and Renamed.eval_split == "holdout"
+    with pytest.raises(InvalidConfigError, match=r"Bad.eval_split='valid' is not one of its splits \('train', 'dev'"):
+
+        class Bad(RiskyToyDomain):
+            eval_split = "valid"
