@@ -42,7 +42,7 @@ ACTION_KINDS = ("command", "define", "call", "none")
 MAX_CONSTRAINED_TOKENS = 512
 """Token budget of a constrained turn: far above the longest action (a skill-definition template and its call,
 ~100 tokens); generation stops as soon as every row's action is complete."""
-_COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '\-]*$")
+_COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '/\-]*$")  # "/": the official ALFWorld games' "put X in/on Y"
 _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")
 _SIGNATURE_RE = re.compile(r"^-\s*([A-Za-z_][\w-]*)\(([^)]*)\)", re.MULTILINE)
@@ -71,7 +71,7 @@ def parse_action(completion: str) -> ParsedAction:
     """Parse one action from a completion: a skill definition block (+ call lines), a call, or a command.
 
     Leading ``Action:`` / ``>`` prefixes and Markdown code fences are stripped. A command is the first
-    non-empty line when it is made of lowercase words, digits, spaces, ``'`` and ``-``; anything else is
+    non-empty line when it is made of lowercase words, digits, spaces, ``'``, ``/`` and ``-``; anything else is
     ``none`` and is passed through unchanged, so that the env reports it as an invalid action.
     """
     text = completion.replace("\r", "")

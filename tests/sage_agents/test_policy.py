@@ -33,6 +33,8 @@ ADM = ["go to box 1", "go to box 3", "take coin 1 from box 2", "look"]
         ("go to countertop 1\nlook\n", "go to countertop 1", "command"),
         ("Action: open fridge 1", "open fridge 1", "command"),
         ("> look", "look", "command"),
+        ("put cloth 3 in/on garbagecan 1", "put cloth 3 in/on garbagecan 1", "command"),  # official grammar
+        ("move cloth 3 to garbagecan 1", "move cloth 3 to garbagecan 1", "command"),  # the wheel's
         ("call fetch(coin 1, box 2)", "call fetch(coin 1, box 2)", "call"),
         (f"{DEF}\ncall fetch(coin 1, box 2)\nlook", f"{DEF}\ncall fetch(coin 1, box 2)", "define"),
         (f"```\n{DEF}\n```", DEF, "define"),
@@ -51,6 +53,26 @@ def test_parse_action(completion, text, kind):
     parsed = parse_action(completion)
     assert (parsed.text, parsed.kind) == (text, kind)
     assert parsed.parseable == (kind != "none")
+
+
+@pytest.mark.parametrize("grammar", ["wheel", "official"])
+def test_every_admissible_command_of_a_played_chain_parses_as_a_command(grammar):
+    """Training ends a chain at an unparseable completion (the -1 rule): a command the game offers must never be
+    one (the official grammar's "put X in/on Y" was, before "/" was allowed)."""
+    import gymnasium as gym
+
+    import sage_envs
+
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", command_grammar=grammar)
+    expert = sage_envs.domain_class("SageChain-ALFWorld-v0").expert(use_skills=False)
+    seen, (obs, info), done = set(), env.reset(seed=0, options={"chain": 0}), False
+    expert.reset()
+    while not done:
+        seen |= set(info["admissible_commands"])
+        obs, _, terminated, truncated, info = env.step(expert.act(obs, info))
+        done = terminated or truncated
+    assert any(c.startswith("put " if grammar == "official" else "move ") for c in seen)
+    assert [c for c in seen if parse_action(c).kind != "command"] == []
 
 
 def test_build_prompt_task_first_and_compact():
