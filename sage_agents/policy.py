@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,12 +67,13 @@ class ParsedAction:
         return self.kind != "none"
 
 
-def parse_action(completion: str) -> ParsedAction:
+def parse_action(completion: str, commands: Collection[str] = ()) -> ParsedAction:
     """Parse one action from a completion: a skill definition block (+ call lines), a call, or a command.
 
     Leading ``Action:`` / ``>`` prefixes and Markdown code fences are stripped. A command is the first
-    non-empty line when it is made of lowercase words, digits, spaces, ``'``, ``/`` and ``-``; anything else is
-    ``none`` and is passed through unchanged, so that the env reports it as an invalid action.
+    non-empty line when it is one of ``commands`` (the admissible ones, whatever their characters: ScienceWorld
+    says "unknown substance B") or made of lowercase words, digits, spaces, ``'``, ``/`` and ``-``; anything else
+    is ``none`` and is passed through unchanged, so that the env reports it as an invalid action.
     """
     text = completion.replace("\r", "")
     text = re.sub(r"```[a-zA-Z]*", "", text)
@@ -96,7 +97,7 @@ def parse_action(completion: str) -> ParsedAction:
         return ParsedAction("\n".join(block), "define")
     if _CALL_RE.match(first):
         return ParsedAction(first, "call")
-    if _COMMAND_RE.match(first):
+    if first in commands or _COMMAND_RE.match(first):
         return ParsedAction(first, "command")
     return ParsedAction(completion, "none")
 
@@ -401,13 +402,21 @@ class LLMPolicy:
                     define = lambda arguments=arguments, library=library: self.grammar.plan(arguments, library)  # noqa: E731
             commands = list(dict.fromkeys(adm)) or (["look"] if not calls and define is None else [])
             plans.append(call_plan(commands, calls, define))
-        return self.generate(prompts, greedy=greedy, plans=plans)
+        return self.generate(prompts, greedy=greedy, plans=plans, commands=admissible)
 
     @torch.no_grad()
     def generate(
-        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
+        self,
+        prompts: Sequence[str],
+        *,
+        greedy: bool = False,
+        plans: Sequence[Plan] | None = None,
+        commands: Sequence[Collection[str]] | None = None,
     ) -> list[Completion]:
-        """Completions of a batch of prompt texts: free, or following one constrained :data:`Plan` per prompt."""
+        """Completions of a batch of prompt texts: free, or following one constrained :data:`Plan` per prompt.
+
+        ``commands``: each prompt's admissible commands, which parse as commands whatever their characters.
+        """
         prompt_ids = [self.encode(p) for p in prompts]
         rows = decoding.generate(
             self.model, prompt_ids, eos_id=self.eos_id, pad_id=self.pad_id, greedy=greedy,
@@ -415,11 +424,12 @@ class LLMPolicy:
             max_new_tokens=self.max_new_tokens if plans is None else MAX_CONSTRAINED_TOKENS,
         )  # fmt: skip
         results = []
-        for ids, row in zip(prompt_ids, rows, strict=True):
+        for ids, row, adm in zip(prompt_ids, rows, commands or [()] * len(rows), strict=True):
             text = row.text  # constrained: the options' own texts, whatever the tokenizer decodes them to
             if text is None:
                 text = self.tokenizer.decode(row.completion_ids, skip_special_tokens=True)
-            results.append(Completion(ids, row.completion_ids, row.logprobs, text, parse_action(text), row.allowed))
+            action = parse_action(text, adm)
+            results.append(Completion(ids, row.completion_ids, row.logprobs, text, action, row.allowed))
         return results
 
 

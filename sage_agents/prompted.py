@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,10 +129,15 @@ class ReactPolicy(LLMPolicy):
         return super().act_batch(observations, infos, histories, greedy=greedy)
 
     def generate(
-        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
+        self,
+        prompts: Sequence[str],
+        *,
+        greedy: bool = False,
+        plans: Sequence[Plan] | None = None,
+        commands: Sequence[Collection[str]] | None = None,
     ) -> list[Completion]:
         """Free generation is parsed with :func:`parse_react`; constrained decoding's action is already one."""
-        completions = super().generate(prompts, greedy=greedy, plans=plans)
+        completions = super().generate(prompts, greedy=greedy, plans=plans, commands=commands)
         for completion in completions if plans is None else ():
             completion.action = parse_react(completion.text)
         return completions

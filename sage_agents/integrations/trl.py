@@ -30,7 +30,7 @@ advantages -> clipped loss -> optimizer, checkpoints, logging, vLLM weight sync)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +93,16 @@ class VLLMPolicy(LLMPolicy):
         self.vllm = vllm
 
     def generate(
-        self, prompts: Sequence[str], *, greedy: bool = False, plans: Sequence[Plan] | None = None
+        self,
+        prompts: Sequence[str],
+        *,
+        greedy: bool = False,
+        plans: Sequence[Plan] | None = None,
+        commands: Sequence[Collection[str]] | None = None,
     ) -> list[Completion]:
         """Sample one completion per prompt with vLLM (TRL's temperature and top_p; ``greedy`` is not used)."""
         if plans is not None:
-            return super().generate(prompts, greedy=greedy, plans=plans)
+            return super().generate(prompts, greedy=greedy, plans=plans, commands=commands)
         prompt_ids = [self.encode(p) for p in prompts]
         self.vllm.max_completion_length = self.max_new_tokens  # a turn's budget, not the packed task's
         _, completion_ids, logprobs, _ = self.vllm.generate(prompts=prompt_ids, images=None, num_generations=1)

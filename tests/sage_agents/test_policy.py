@@ -6,6 +6,7 @@ import torch
 from sage_agents.decoding import ConstrainedRow, Option, call_plan
 from sage_agents.policy import (
     LLMPolicy,
+    ParsedAction,
     PolicyAgent,
     argument_options,
     build_prompt,
@@ -53,6 +54,12 @@ def test_parse_action(completion, text, kind):
     parsed = parse_action(completion)
     assert (parsed.text, parsed.kind) == (text, kind)
     assert parsed.parseable == (kind != "none")
+
+
+def test_an_admissible_command_parses_as_a_command_whatever_its_characters():
+    command = "focus on unknown substance B in inventory"  # ScienceWorld names substances with capitals
+    assert parse_action(command).kind == "none"
+    assert parse_action(command, [command, "look around"]) == ParsedAction(command, "command")
 
 
 @pytest.mark.parametrize("grammar", ["wheel", "official"])
@@ -133,7 +140,8 @@ def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
     for typed in (False, True):
         policy = LLMPolicy(model, tok, constrained=True, typed_arguments=typed)
         plans = []
-        policy.generate = lambda prompts, greedy, plans=(), seen=plans: seen.extend(plans)  # record the plans
+        # record the plans
+        policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
         policy.act_batch([obs], [info], [[]], greedy=True)
         plan = plans[0]
         assert Option("call fetch(", False) in next(plan)  # the first choice: a command or the call's opening
