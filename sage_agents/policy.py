@@ -381,7 +381,7 @@ class LLMPolicy:
         if not self.constrained:
             return self.generate(prompts, greedy=greedy)
         plans = []
-        for obs, adm in zip(observations, admissible, strict=True):
+        for obs, adm, history in zip(observations, admissible, histories, strict=True):
             values = argument_options(
                 obs["task"], obs.get("observation", ""), adm, self.max_argument_options, self.entity_pattern
             )
@@ -399,7 +399,10 @@ class LLMPolicy:
                 ]
                 if self.grammar is not None and values:
                     library = skill_signatures(obs.get("skills", ""))  # the skills a written body may call
-                    define = lambda arguments=arguments, library=library: self.grammar.plan(arguments, library)  # noqa: E731
+                    known = [*adm, *(action for _, action in history)]  # the game's commands seen this task
+                    define = lambda arguments=arguments, library=library, known=known: self.grammar.plan(  # noqa: E731
+                        arguments, library, known
+                    )
             commands = list(dict.fromkeys(adm)) or (["look"] if not calls and define is None else [])
             plans.append(call_plan(commands, calls, define))
         return self.generate(prompts, greedy=greedy, plans=plans, commands=admissible)

@@ -27,12 +27,18 @@ tokens are the tokens of the whole text (for word-level and for space-prefixed B
 SFT trained. A body's ``call`` statements are what whole-task skills are made of: they call skills already in
 the library (the signatures the observation lists), so a skill that finds, heats and places an object can be two
 calls of sub-task skills.
+
+Where one skill is written in several forms (ALFWorld's put line: ``move {} to {}`` in the wheel's games,
+``put {} in/on {}`` in the official ones), the lines that differ are *alternatives*: given the game's commands
+seen so far, the grammar offers the alternatives they show and, while none shows, the first form's (the
+expert's rule: the wheel's put line until a put command was seen). Without it, a policy trained on games of both
+grammars wrote the official put line into two thirds of its skills in wheel games, where it cannot run.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from sage_agents.decoding import Option, Plan, arguments_plan
@@ -61,6 +67,8 @@ class SkillGrammar:
     """Parameter names (a parameter's name is its type for typed arguments: ``microwave``)."""
     observation_tests: tuple[str, ...]
     """Texts an ``if`` may look for in the observation (``Nothing happens``)."""
+    alternatives: tuple[tuple[str, ...], ...] = ()
+    """Groups of command shapes that are one command in different game grammars, the default form first."""
     max_name_words: int = 3
     """Words in a skill name."""
     max_params: int = 4
@@ -74,7 +82,12 @@ class SkillGrammar:
     def from_definitions(cls, definitions: Sequence[str], **limits: int) -> SkillGrammar:
         """The grammar whose vocabulary is that of ``definitions`` (skill DSL texts; comments are ignored)."""
         shapes, collections, words, params, tests = [], [], [], [], []
+        forms: dict[tuple[str, int], list[list[str]]] = {}  # (skill name, line count) -> its forms' lines
         for text in definitions:
+            lines = [_PLACEHOLDER.sub("{}", raw.split("#", 1)[0].strip()) for raw in text.strip().splitlines()]
+            header = _HEADER.match(lines[0]) if lines else None
+            if header:
+                forms.setdefault((header.group(1), len(lines)), []).append(lines)
             for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()):
                 header, loop, test = _HEADER.match(line), _FOR.match(line), _OBS_TEST.match(line)
                 if header:
@@ -87,9 +100,36 @@ class SkillGrammar:
                 elif line and not line.startswith(("if ", "else", "for ", "call ", "return", "break")):
                     shapes.append(_PLACEHOLDER.sub("{}", line))
         unique = lambda items: tuple(dict.fromkeys(items))  # noqa: E731
-        return cls(unique(shapes), unique(collections), unique(words), unique(params), unique(tests), **limits)
+        groups: dict[str, tuple[str, ...]] = {}
+        for variants in forms.values():
+            for lines in zip(*variants, strict=True):
+                group = unique(lines)
+                if len(group) > 1 and all(line in shapes for line in group):
+                    groups.setdefault(group[0], group)
+        return cls(
+            unique(shapes), unique(collections), unique(words), unique(params), unique(tests),
+            tuple(groups.values()), **limits,
+        )  # fmt: skip
 
-    def plan(self, arguments: Callable[[str], Sequence[str]], library: Sequence[Signature] = ()) -> Plan:
+    def shapes_for(self, commands: Collection[str] | None) -> tuple[str, ...]:
+        """The command shapes a definition may use in a game whose known commands are ``commands`` (None: all).
+
+        Of each group of :attr:`alternatives`, the shapes that some command matches, else the group's first.
+        """
+        if commands is None:
+            return self.command_shapes
+        dropped: set[str] = set()
+        for group in self.alternatives:
+            shown = [shape for shape in group if any(_shape_pattern(shape).fullmatch(c) for c in commands)]
+            dropped.update(shape for shape in group if shape not in (shown or group[:1]))
+        return tuple(shape for shape in self.command_shapes if shape not in dropped)
+
+    def plan(
+        self,
+        arguments: Callable[[str], Sequence[str]],
+        library: Sequence[Signature] = (),
+        commands: Collection[str] | None = None,
+    ) -> Plan:
         """A definition then its trailing call, once the turn has taken the ``skill`` option.
 
         Args:
@@ -97,7 +137,10 @@ class SkillGrammar:
                 trailing call and, beside the placeholders in scope, in a body's ``call`` statements).
             library: ``(name, params)`` of the skills a body may call (those of the library in scope); the skill
                 being written is left out (calling itself would recurse until the call depth limit).
+            commands: the game's commands known so far (the admissible list, the commands run): they choose among
+                :attr:`alternatives` (:meth:`shapes_for`); None offers every shape.
         """
+        shapes = self.shapes_for(commands)
         name = yield _options(f" {w}" for w in self.name_words)
         for _ in range(self.max_name_words - 1):
             piece = yield _options([*(f"_{w}" for w in self.name_words), "("])
@@ -115,15 +158,15 @@ class SkillGrammar:
         else:
             yield [Option("):\n", False)]
         callable_ = [(n, tuple(p)) for n, p in library if n != name.strip()]
-        yield from self._body(params, callable_, arguments)
+        yield from self._body(shapes, params, callable_, arguments)
         yield [Option(f" {name.strip()}(", False)]
         yield from arguments_plan([arguments(param) for param in params])
 
-    def accepts(self, text: str, library: Sequence[Signature] = ()) -> bool:
+    def accepts(self, text: str, library: Sequence[Signature] = (), commands: Collection[str] | None = None) -> bool:
         """Whether :meth:`plan` can write ``text`` (a definition, comments and blank lines removed, + its call).
 
         Any argument value of the text's call lines is taken as one :meth:`plan`'s ``arguments`` offers;
-        ``library`` is the skills its body may call, as for :meth:`plan`.
+        ``library`` and ``commands`` are as for :meth:`plan`.
         """
         lines = [line.split("#", 1)[0].rstrip() for line in text.strip().splitlines()]
         text = "\n".join(line for line in lines if line.strip())
@@ -134,7 +177,7 @@ class SkillGrammar:
             for value in line.partition("(")[2].rpartition(")")[0].split(",")
             if not _PLACEHOLDER.fullmatch(value.strip())
         ]
-        plan, rest = self.plan(lambda _param: values, library), text.removeprefix("skill")
+        plan, rest = self.plan(lambda _param: values, library, commands), text.removeprefix("skill")
         if rest == text:
             return False
         options = next(plan)
@@ -147,7 +190,13 @@ class SkillGrammar:
                 return rest == ""
             options = plan.send(taken[0].text)
 
-    def _body(self, params: list[str], library: Sequence[Signature], arguments: Callable[[str], Sequence[str]]) -> Plan:
+    def _body(
+        self,
+        shapes: Sequence[str],
+        params: list[str],
+        library: Sequence[Signature],
+        arguments: Callable[[str], Sequence[str]],
+    ) -> Plan:
         """The body's lines; ends having taken ``call`` (the trailing call line's first word)."""
         scopes: list[list[str]] = [[]]  # loop variables of each open block; scopes[d - 1] holds depth d's
         loops: list[bool] = [False]  # whether each open block is (inside) a for loop
@@ -159,7 +208,8 @@ class SkillGrammar:
             for d in ([depth] if opened else range(1, depth + 1)) if left else ():
                 variables = [v for scope in scopes[:d] for v in scope]
                 can_open = left > 1 and d < self.max_depth
-                for head in self._heads(variables, in_loop=loops[d - 1], can_open=can_open, can_call=bool(library)):
+                heads = self._heads(shapes, variables, in_loop=loops[d - 1], can_open=can_open, can_call=bool(library))
+                for head in heads:
                     if head:
                         starts[f"{INDENT * d}{head}"] = (head, d)
                     else:  # a shape whose verb is a slot ("{how} {food} with {knife}"): its value starts the line
@@ -195,12 +245,14 @@ class SkillGrammar:
             elif head == "call":
                 yield from _nested_call(library, [*params, *variables], arguments)
             elif head not in ("return\n", "break\n"):
-                yield from self._command(head, [*params, *variables], first_slot_taken=not head)
+                yield from _command(shapes, head, [*params, *variables], first_slot_taken=not head)
             lines += 1
 
-    def _heads(self, variables: list[str], *, in_loop: bool, can_open: bool, can_call: bool) -> list[str]:
+    def _heads(
+        self, shapes: Sequence[str], variables: list[str], *, in_loop: bool, can_open: bool, can_call: bool
+    ) -> list[str]:
         """First words of the statements allowed at a depth (a command shape's fixed text up to its first slot)."""
-        heads = [_head(shape) for shape in self.command_shapes] + ["call"] * can_call
+        heads = [_head(shape) for shape in shapes] + ["call"] * can_call
         if can_open:
             heads += ["if"] + (["for"] if any(c[0] not in variables for c in self.collections) else [])
         heads.append("return\n")
@@ -208,23 +260,29 @@ class SkillGrammar:
             heads.append("break\n")
         return list(dict.fromkeys(heads))
 
-    def _command(self, head: str, values: list[str], first_slot_taken: bool = False) -> Plan:
-        """The rest of a command line after ``head``: each slot a `` {value}``, then the shape's next text.
-
-        ``first_slot_taken``: the line's start held the first slot's value (a shape with an empty ``head``).
-        """
-        alive = [_pieces(shape) for shape in self.command_shapes if _head(shape) == head]
-        for i in range(int(first_slot_taken), max(len(p) for p in alive)):
-            if alive[0][i] is _SLOT:  # shapes of one head share their slots until their texts differ
-                yield _options(f" {{{v}}}" for v in values)
-                continue
-            text = yield _options(p[i] for p in alive)
-            alive = [p for p in alive if p[i] == text]
-            if text.endswith("\n"):
-                return
-
 
 _SLOT = object()
+
+
+def _command(shapes: Sequence[str], head: str, values: list[str], first_slot_taken: bool = False) -> Plan:
+    """The rest of a command line after ``head``: each slot a `` {value}``, then the shape's next text.
+
+    ``first_slot_taken``: the line's start held the first slot's value (a shape with an empty ``head``).
+    """
+    alive = [_pieces(shape) for shape in shapes if _head(shape) == head]
+    for i in range(int(first_slot_taken), max(len(p) for p in alive)):
+        if alive[0][i] is _SLOT:  # shapes of one head share their slots until their texts differ
+            yield _options(f" {{{v}}}" for v in values)
+            continue
+        text = yield _options(p[i] for p in alive)
+        alive = [p for p in alive if p[i] == text]
+        if text.endswith("\n"):
+            return
+
+
+def _shape_pattern(shape: str) -> re.Pattern[str]:
+    """A regex that matches the commands of ``shape`` (each ``{}`` one or more characters)."""
+    return re.compile(".+".join(map(re.escape, shape.split("{}"))))
 
 
 def _nested_call(library: Sequence[Signature], values: list[str], arguments: Callable[[str], Sequence[str]]) -> Plan:

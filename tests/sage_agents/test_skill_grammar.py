@@ -24,9 +24,11 @@ WRITING = SkillGrammar.from_definitions(TEMPLATES + variant_definitions())  # wi
 LIBRARY = [("find_and_take", ("obj", "where")), ("heat_then_place", ("obj", "microwave", "place")), ("look", ())]
 
 
-def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p], library=()) -> str:
+def walk(
+    grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p], library=(), commands=None
+) -> str:
     """A definition + call sampled uniformly at every choice of the grammar's plan (the turn took ``skill``)."""
-    plan, text = grammar.plan(values, library), "skill"
+    plan, text = grammar.plan(values, library, commands), "skill"
     options = next(plan)
     while True:
         option = rng.choice(options)
@@ -147,6 +149,16 @@ def test_a_policy_that_writes_skills_samples_parseable_definitions_with_exact_lo
         parse_definition(out.text.rsplit("\ncall ", 1)[0])
     assert_trained_logprobs_are_the_sampled_ones(model, tok, outs)
     assert "writes skill definitions" in policy.given
+    # The put line is the one the game has shown: none yet -> the wheel's; after a put command of this task ->
+    # the official one (the grammar's alternatives get the turn's admissible list and the task's commands).
+    history = [("You arrive at fridge 1.", "put apple 1 in/on fridge 1")]
+    later = policy.act_batch([obs] * 48, [info] * 48, [history] * 48)
+    def put_verbs(completions) -> set[str]:
+        lines = [line.strip() for o in completions if o.action.kind == "define" for line in o.text.splitlines()]
+        return {line.split()[0] for line in lines if line.startswith(("move {", "put {"))}
+
+    assert put_verbs(outs) <= {"move"} and put_verbs(later) <= {"put"}
+    assert put_verbs(outs) | put_verbs(later) == {"move", "put"}  # the samples hold put lines of both
 
 
 def test_writing_skills_needs_example_definitions(tiny):
@@ -231,3 +243,28 @@ def test_a_command_whose_verb_is_a_parameter_starts_its_line_with_the_value():
             assert textworld.accepts(f"{template}\ncall {name}({', '.join(f'{p} 1' for p in params)})"), template
             written += 1
     assert written == len(templates) - 1 >= 2
+
+
+def test_the_put_line_follows_the_grammar_the_game_has_shown():
+    # The forms of one skill in the two grammars differ in their put line only: those lines are alternatives.
+    assert GRAMMAR.alternatives == (("move {} to {}", "put {} in/on {}"),)
+    wheel, official = skill_definition("place_in", "wheel"), skill_definition("place_in", "official")
+    call = "call place_in(apple 1, table 1)"
+    assert GRAMMAR.accepts(f"{wheel}\n{call}") and GRAMMAR.accepts(f"{official}\n{call}")  # no game: every shape
+    for commands, accepted in [
+        ([], wheel),  # nothing shown yet: the first form's put line (the expert's default)
+        (["go to table 1", "move apple 1 to table 1"], wheel),
+        (["go to table 1", "put apple 1 in/on table 1"], official),
+    ]:
+        rejected = official if accepted is wheel else wheel
+        assert GRAMMAR.accepts(f"{accepted}\n{call}", commands=commands), commands
+        assert not GRAMMAR.accepts(f"{rejected}\n{call}", commands=commands), commands
+        rng = random.Random(0)
+        written = [walk(GRAMMAR, rng, commands=commands) for _ in range(300)]
+        lines = [line.strip() for text in written for line in text.splitlines()]
+        puts = {line.split()[0] for line in lines if line.startswith(("move {", "put {"))}
+        assert puts == {"move" if accepted is wheel else "put"}, commands
+    # One form per skill (TextWorld, or one grammar's templates): nothing is an alternative, every shape stays.
+    single = SkillGrammar.from_definitions(skill_definitions(grammars=("official",)))
+    assert single.alternatives == () and single.shapes_for([]) == single.command_shapes
+
