@@ -375,9 +375,11 @@ class SageChainEnv(gym.Env):
     def _command(self, command: str) -> _Outcome:
         admissible = command in self._admissible_commands()
         result = self._step_game(command)
-        if admissible:
+        if admissible or result.parsed:
             return _Outcome(result.observation, result.won, "command", True, "", 1, lost=result.lost)
-        message = f"{command!r} is not an admissible command."
+        message = f"{command!r} is not an admissible command" + (
+            "." if result.parsed is None else " and the game's parser does not read it."
+        )
         return _Outcome(result.observation, result.won, "invalid", False, message, 1, lost=result.lost)
 
     def _define(self, text: str) -> _Outcome:

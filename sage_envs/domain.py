@@ -54,6 +54,10 @@ class StepResult:
     """Whether the task can no longer be won after this command (a lost game, a failed task): it ends as failed."""
     score: float | None = None
     """The domain's score of the task after this command (ScienceWorld: 0-100); None when it has none."""
+    parsed: bool | None = None
+    """Whether the engine's parser read the command as one of its actions, for engines whose parser reads more
+    than the admissible list names (ScienceWorld's ``examine X`` for ``look at X``); None when the engine does not
+    say: the chain env then counts a command valid only when it is admissible."""
 
     def __post_init__(self) -> None:
         if self.won and self.lost:  # a domain bug, not an agent's: the chain env could not say how the task ended

@@ -205,8 +205,10 @@ class ScienceWorldGame(TaskGame):
         self._history.append(command)
         if observation != UNKNOWN_INPUT:  # an unread command changes nothing, so the valid actions stand
             self._admissible = None
-        # The score is 0-100: a failed task scores 0, as ScienceWorld's evaluations count it.
-        return StepResult(canonical(observation), won=won, lost=lost, score=float(max(score, 0)))
+        # The score is 0-100: a failed task scores 0, as ScienceWorld's evaluations count it. The parser reads
+        # other names for the valid actions (``examine X``, an ambiguity prompt's ``0``): those are valid too.
+        parsed = observation != UNKNOWN_INPUT
+        return StepResult(canonical(observation), won=won, lost=lost, score=float(max(score, 0)), parsed=parsed)
 
     def admissible_commands(self) -> list[str]:
         """ScienceWorld's valid action-object combinations in the current state, sorted (one JVM call per state).

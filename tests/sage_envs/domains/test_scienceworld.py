@@ -106,6 +106,26 @@ def test_expert_plan_is_the_rest_of_the_gold_sequence():
     env.close()
 
 
+def test_commands_the_parser_reads_are_valid_beyond_the_valid_action_list():
+    """The gold sequences use other names for valid actions (`examine X`, `pick up X`): valid, as ScienceWorld reads
+    them; a command the parser does not read is invalid and says so."""
+    env = make(task_names=("find-living-thing",), chain_length=2)
+    expert = sage_envs.domain_class(ENV_ID).expert()
+    expert.reset()
+    obs, info = env.reset(options={"chain": 0})
+    outside, terminated = 0, False
+    while not terminated:
+        action = expert.act(obs, info)
+        outside += action not in info["admissible_commands"]
+        obs, _, terminated, _, info = env.step(action)
+        assert info["action_valid"], (action, info["message"])
+    assert outside > 0 and info["chain_successes"] == [True, True]  # the chain held commands outside the list
+    env.reset(options={"chain": 0})
+    _, _, _, _, info = env.step("examine the moon with a spoon")
+    assert not info["action_valid"] and "parser does not read" in info["message"]
+    env.close()
+
+
 def test_unread_commands_keep_the_cached_valid_actions(find_env):
     _, info = find_env.reset(options={"chain": 0})
     game = find_env.unwrapped._game
@@ -150,7 +170,6 @@ HOSTILE = [
     "skill s():\n" + "    look around\n" * 500,
     "call " + "x(" * 200,
     "%s%n{0}{place}",
-    "pick up " + "the " * 500 + "agent",
 ]
 
 
@@ -165,6 +184,9 @@ def test_hostile_and_random_actions_raise_nothing_and_are_flagged(find_env):
         assert not info["action_valid"], action
         if terminated:
             obs, info = find_env.reset(options={"chain": 0})
+    # 500 articles: ScienceWorld's parser drops them and reads `pick up agent` (a command it answers): valid.
+    obs, _, terminated, _, info = find_env.step("pick up " + "the " * 500 + "agent")
+    assert info["action_valid"] and sw.UNKNOWN_INPUT not in obs["observation"]
     rng = np.random.default_rng(0)
     for _ in range(25):
         commands = info["admissible_commands"]
