@@ -169,7 +169,10 @@ class Trainer:
                 )
             from sage_agents.reskill import ReSkill
 
-            self.reskill = ReSkill.from_config(cfg, output_dir=self.out if self.is_main else None, fresh=not cfg.resume)
+            # The policy's tokenizer: the creator rejects guidance holding words the policy cannot read.
+            self.reskill = ReSkill.from_config(
+                cfg, output_dir=self.out if self.is_main else None, fresh=not cfg.resume, tokenizer=self.tokenizer
+            )
         if cfg.resume:
             self.load_checkpoint()
         self._writer = None

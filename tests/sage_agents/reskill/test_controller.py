@@ -274,3 +274,10 @@ def test_every_reskill_metric_and_config_field_is_documented(tiny, tmp_path):
     for field in TrainConfig.__dataclass_fields__:
         if field.startswith("reskill_"):
             assert f"`{field}`" in docs, field
+
+
+def test_the_trainers_creator_checks_words_against_the_policys_tokenizer(tiny, tmp_path):
+    model, tok = tiny
+    cfg = TrainConfig(**{**FAST, "output_dir": str(tmp_path / "vocab")})
+    t = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, env_fn=toy_env)
+    assert t.reskill.creator.tokenizer is tok  # a skill with words the policy cannot read is not tested
