@@ -270,6 +270,10 @@ def test_records_without_provenance_take_the_earlier_summary_s(tmp_path):
 def test_every_committed_summary_is_recomputed_from_its_episode_log(summary_path):
     committed = json.loads(summary_path.read_text())
     assert resummarize(summary_path, write=False) == committed
+    # Provenance: the summary names its library versions and commit, and so does every episode record.
+    assert committed["versions"].get("python") and len(committed["commit"]) == 40
+    records = [json.loads(line) for line in summary_path.with_suffix(".episodes.jsonl").read_text().splitlines()]
+    assert records and all(len(r["commit"]) == 40 and r["versions"] for r in records)
 
 
 def test_resummarize_keeps_provenance_and_recomputes_figures(tmp_path):
