@@ -18,8 +18,8 @@ the evaluations from their episode logs):
    ``valid_unseen``) through the leaderboard
    evaluator (SAGE starts every chain with an empty library, as in the paper; ``sage_eval_bank`` starts it from
    the skills its reward paid for during training).
-5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), ``results.json`` and plots (learning
-   curves, success vs tokens).
+5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), the goals judged in words
+   (:data:`GOALS`, :func:`goals_section`), ``results.json`` and plots (learning curves, success vs tokens).
 
 ``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests).
 
