@@ -18,8 +18,8 @@ the evaluations from their episode logs):
    ``valid_unseen``) through the leaderboard
    evaluator (SAGE starts every chain with an empty library, as in the paper; ``sage_eval_bank`` starts it from
    the skills its reward paid for during training).
-5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), ``results.json`` and plots (learning
-   curves, success vs tokens).
+5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), the goals judged in words
+   (:data:`GOALS`, :func:`goals_section`), ``results.json`` and plots (learning curves, success vs tokens).
 
 ``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests).
 
@@ -526,27 +526,37 @@ def deltas(sage: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
             "tokens_cut": cut("mean_tokens")}  # fmt: skip
 
 
-def deltas_ci(sage: dict[Any, dict], grpo: dict[Any, dict]) -> dict[str, list[float]]:
-    """95% paired-bootstrap intervals of :func:`deltas` from two episode logs (:func:`read_episodes` dicts).
+def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -> dict[str, list[float]]:
+    """95% paired-bootstrap intervals of ``statistic(first's figures, second's figures)`` from two episode logs.
 
-    Both arms played the same chains, so chains are resampled jointly: the interval is that of the difference on
-    these chains, narrower than the two agents' own intervals would suggest.
+    Both agents played the same chains (:func:`read_episodes` dicts, by ``(seed, chain)``), so chains are resampled
+    jointly: the interval is that of the difference on these chains, narrower than the two agents' own intervals
+    would suggest. Each resample recomputes each agent's ratios over its chains (``tgc``: completed tasks over
+    tasks; ``sgc``: chains with every task completed; ``mean_steps``, ``mean_tokens``: per task), and
+    ``statistic`` maps the two agents' figures (arrays, one value per resample) to a dict of arrays.
     """
     from leaderboard.evaluate import BOOTSTRAP_SAMPLES
 
-    keys = sorted(set(sage) & set(grpo))
+    keys = sorted(set(first) & set(second))
     if not keys:
         raise ValueError("the two episode logs share no (seed, chain)")
     rows = np.random.default_rng(0).integers(len(keys), size=(BOOTSTRAP_SAMPLES, len(keys)))
 
     def resampled(records: dict[Any, dict]) -> dict[str, np.ndarray]:
-        # per chain: every task completed, tasks, turns, generated tokens; summed over each resample's chains
-        per_chain = np.array([[all(r["success"]), len(r["success"]), sum(r["steps"]), sum(r["tokens"])]
-                              for r in (records[k] for k in keys)], dtype=float)  # fmt: skip
-        sgc, tasks, steps, tokens = per_chain[rows].sum(axis=1).T
-        return {"sgc": sgc / len(keys), "mean_steps": steps / tasks, "mean_tokens": tokens / tasks}
+        # per chain: every task completed, tasks, tasks completed, turns, generated tokens; summed over each resample
+        per_chain = np.array([[all(r["success"]), len(r["success"]), sum(r["success"]), sum(r["steps"]),
+                               sum(r["tokens"])] for r in (records[k] for k in keys)], dtype=float)  # fmt: skip
+        solved, tasks, completed, steps, tokens = per_chain[rows].sum(axis=1).T
+        return {"tgc": completed / tasks, "sgc": solved / len(keys), "mean_steps": steps / tasks,
+                "mean_tokens": tokens / tasks}  # fmt: skip
 
-    return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in deltas(resampled(sage), resampled(grpo)).items()}
+    pairs = statistic(resampled(first), resampled(second)).items()
+    return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in pairs}
+
+
+def deltas_ci(sage: dict[Any, dict], grpo: dict[Any, dict]) -> dict[str, list[float]]:
+    """95% paired-bootstrap intervals of :func:`deltas` from two episode logs (:func:`paired_ci`)."""
+    return paired_ci(sage, grpo, deltas)
 
 
 def comparison(summaries: list[dict[str, Any]], episodes: dict[str, dict] | None = None) -> dict[str, Any]:
@@ -590,7 +600,7 @@ def spread_line(over: dict[str, Any]) -> str:
 
 
 def comparison_line(comp: dict[str, Any]) -> str:
-    """:func:`comparison` in words, against the issue's goals (SGC +5 points, steps and tokens -25% / -50%).
+    """:func:`comparison` in words (the goals are judged in :func:`goals_section`).
 
     Every change is SAGE relative to GRPO with the sign of :func:`change`: ``steps -31.9%`` means SAGE took 31.9%
     fewer turns per task; intervals are printed in the same sign, low to high.
@@ -602,12 +612,165 @@ def comparison_line(comp: dict[str, Any]) -> str:
         low, high = sorted(scale * v + 0.0 for v in comp["ci95"][key])
         return f" [{low:+.1f}, {high:+.1f}]"
 
-    line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points{interval('sgc_gain_points', 1)} (goal +5), "
-            f"steps {change(comp['steps_cut'])}{interval('steps_cut', -100)} (goal -25%), "
-            f"generated tokens {change(comp['tokens_cut'])}{interval('tokens_cut', -100)} (goal -50%)")  # fmt: skip
+    line = (f"SAGE vs GRPO: SGC {comp['sgc_gain_points']:+.1f} points{interval('sgc_gain_points', 1)}, "
+            f"steps {change(comp['steps_cut'])}{interval('steps_cut', -100)}, "
+            f"generated tokens {change(comp['tokens_cut'])}{interval('tokens_cut', -100)}")  # fmt: skip
     if "over_seeds" in comp:
         line += f"; over {comp['over_seeds']['n']} RL seeds: {spread_line(comp['over_seeds'])}"
     return line
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal the report judges: ``agent`` against ``baseline`` on one figure of :func:`goal_figures`."""
+
+    name: str
+    """What is compared, in words."""
+    agent: str
+    """Label of the agent judged (its main seed; an extra RL seed's is ``<agent>-seedN``)."""
+    baseline: str
+    """Label of the agent it is compared with, on the same chains."""
+    figure: str
+    """Key of :func:`goal_figures`: ``tgc_points``, ``sgc_points`` (points gained), ``steps_change`` or
+    ``tokens_change`` (relative change in percent, a minus meaning fewer: :func:`change`'s sign)."""
+    bound: float
+    """The figure's goal, in its unit."""
+    at_most: bool = False
+    """The figure must be at most ``bound`` (a cut); else at least."""
+    excludes_zero: bool = False
+    """The 95% paired interval must also lie wholly on the goal's side of 0."""
+    every_seed: bool = False
+    """With extra RL seeds, every seed's figure must meet ``bound`` (the main seed's is the one shown first)."""
+    source: str = ""
+    """The issue item that set the goal."""
+
+    @property
+    def unit(self) -> str:
+        """`` points`` (TGC or SGC gained) or ``%`` (a relative change), as printed after the figure."""
+        return " points" if self.figure.endswith("_points") else "%"
+
+
+GOALS = (
+    # issue 20 item 3 ("RL that learns"): each RL arm >= +10 points TGC over its SFT start, interval excluding 0
+    Goal("GRPO vs its SFT start: TGC", "grpo", "sft", "tgc_points", 10.0, excludes_zero=True, source="issue 20 item 3"),
+    Goal("SAGE vs its SFT start: TGC", "sage", "sft", "tgc_points", 10.0, excludes_zero=True, source="issue 20 item 3"),
+    # issue 20 item 4 ("skills that pay"): SGC >= +5 points at every seed, steps <= -40%, tokens no more than GRPO's
+    Goal("SAGE vs GRPO: SGC", "sage", "grpo", "sgc_points", 5.0, every_seed=True, source="issue 20 item 4"),
+    Goal("SAGE vs GRPO: steps per task", "sage", "grpo", "steps_change", -40.0, at_most=True, source="issue 20 item 4"),
+    Goal(
+        "SAGE vs GRPO: generated tokens per task",
+        "sage",
+        "grpo",
+        "tokens_change",
+        0.0,
+        at_most=True,
+        source="issue 20 item 4",
+    ),
+    # issue 21 item 4: ReSkill >= GRPO + 5 points TGC, interval excluding 0
+    Goal("ReSkill vs GRPO: TGC", "reskill", "grpo", "tgc_points", 5.0, excludes_zero=True, source="issue 21 item 4"),
+)
+"""The goals the report judges, every threshold in one place (the issues' numbered items name them)."""
+
+
+def goal_figures(agent: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """``agent`` vs ``baseline`` in the units of :class:`Goal` (numbers, or arrays of bootstrap resamples).
+
+    Points gained in TGC and SGC, and :func:`deltas`'s cuts as relative changes in percent (a minus means fewer).
+    """
+    d = deltas(agent, baseline)
+    return {"tgc_points": 100 * (np.asarray(agent["tgc"]) - baseline["tgc"]), "sgc_points": d["sgc_gain_points"],
+            "steps_change": -100 * d["steps_cut"], "tokens_change": -100 * d["tokens_cut"]}  # fmt: skip
+
+
+def goal_text(goal: Goal) -> str:
+    """The goal in words: ``>= +10 points, 95% interval excluding 0``, ``<= -40%``, ``>= +5 points at every seed``."""
+    text = f"{'<=' if goal.at_most else '>='} {f'{goal.bound:+g}' if goal.bound else '0'}{goal.unit}"
+    if goal.every_seed:
+        text += " at every seed"
+    if goal.excludes_zero:
+        text += ", 95% interval excluding 0"
+    return text
+
+
+def goals(summaries: list[dict[str, Any]], episodes: dict[str, dict]) -> list[dict[str, Any]]:
+    """Each of :data:`GOALS` judged on this run: its value, 95% paired-bootstrap interval and whether it was met.
+
+    Args:
+        summaries: the run's leaderboard summaries (``agent`` is the label).
+        episodes: label -> :func:`read_episodes` dict of every agent a goal names that was run.
+
+    Returns:
+        Per goal, ``name``, ``goal`` (:func:`goal_text`), ``source``, ``unit`` (:attr:`Goal.unit`), ``value``
+        (the main seed's figure), ``ci95`` (low, high; :func:`paired_ci`), ``met`` (True, False, or None when not
+        measured) and ``status`` (``met``, ``not met`` or ``not measured (why)``); a goal judged at every seed, with
+        extra RL seeds, adds ``per_seed`` (``main``, ``seedN`` -> value).
+    """
+    by = {s["agent"]: s for s in summaries}
+    intervals: dict[tuple[str, str], dict[str, list[float]]] = {}
+    judged = []
+    for goal in GOALS:
+        row: dict[str, Any] = {"name": goal.name, "goal": goal_text(goal), "source": goal.source, "unit": goal.unit}
+        if goal.agent not in by or goal.baseline not in by:
+            judged.append({**row, "value": None, "ci95": None, "met": None, "status": "not measured (arm not run)"})
+            continue
+        pair = (goal.agent, goal.baseline)
+        if pair not in intervals:
+            intervals[pair] = paired_ci(episodes[goal.agent], episodes[goal.baseline], goal_figures)
+        low, high = intervals[pair][goal.figure]
+        seeds = [label for label in by if goal.every_seed and label.startswith(goal.agent + "-seed")]
+        values = {}  # the main seed's figure, then (judged at every seed) each extra RL seed's against its baseline
+        for label in [goal.agent, *seeds]:
+            suffix = label[len(goal.agent) :]
+            if goal.baseline + suffix in by:
+                figure = goal_figures(by[label], by[goal.baseline + suffix])[goal.figure]
+                values[suffix.lstrip("-") or "main"] = float(figure)
+        # rounded: 100 * (0.25 - 0.20) is 4.999...; a figure printed as +5.0 meets a goal of +5
+        met = all(round(v, 9) <= goal.bound if goal.at_most else round(v, 9) >= goal.bound for v in values.values())
+        if goal.excludes_zero:
+            met = met and (high < 0 if goal.at_most else low > 0)
+        row.update(value=values["main"], ci95=[low + 0.0, high + 0.0], met=met, status="met" if met else "not met")
+        if len(values) > 1:
+            row["per_seed"] = values
+        judged.append(row)
+    return judged
+
+
+def goal_line(judged: dict[str, Any]) -> str:
+    """One :func:`goals` row in words: ``- SAGE vs GRPO: steps per task: +15.1% [+8.6, +22.2] (goal ...): not met``."""
+    if judged["value"] is None:
+        return f"- {judged['name']} (goal {judged['goal']}; {judged['source']}): **{judged['status']}**"
+    low, high = judged["ci95"]
+    text = f"{judged['value'] + 0.0:+.1f}{judged['unit']} [{low:+.1f}, {high:+.1f}]"
+    if "per_seed" in judged:
+        text += ", per RL seed " + ", ".join(f"{seed} {v + 0.0:+.1f}" for seed, v in judged["per_seed"].items())
+    return f"- {judged['name']}: {text} (goal {judged['goal']}; {judged['source']}): **{judged['status']}**"
+
+
+def install_line(summaries: list[dict[str, Any]]) -> str:
+    """Which of the report's figures depend on the install, with the library versions the run recorded."""
+    recorded = {json.dumps(s.get("versions", {}), sort_keys=True) for s in summaries}
+    if len(recorded) == 1:
+        versions = "this run: " + ", ".join(f"{k} {v}" for k, v in json.loads(recorded.pop()).items())
+    else:  # agents evaluated under different installs: the within-run comparison itself is suspect
+        versions = "they differ between this run's agents: see each summary"
+    return (
+        f"Which figures depend on the install: every figure depends on the library versions recorded in each "
+        f"summary's `versions` ({versions}), and the trained agents' (the SFT model and the RL arms) also on "
+        f"the CPU's kernels (SFT trains under bf16 autocast where the CPU has bf16 kernels, fp32 otherwise), so "
+        f"the same seed on another install or machine gives other models. Compare arms only within one run."
+    )
+
+
+def goals_section(summaries: list[dict[str, Any]], judged: list[dict[str, Any]]) -> str:
+    """The report's markdown section: one line per :func:`goals` row, then :func:`install_line`."""
+    s = summaries[0]
+    lines = "\n".join(goal_line(row) for row in judged)
+    return (
+        f"## Goals\n\nJudged on this run's {s['n_chains']} {s['split']} chains of {s['env']} (seeds "
+        f"{', '.join(map(str, s['seeds']))}), each agent against its baseline on the same chains: points gained, "
+        f"relative changes per task (a minus means fewer), 95% paired-bootstrap intervals (chains resampled "
+        f"jointly).\n\n{lines}\n\n{install_line(summaries)}\n"
+    )
 
 
 def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
@@ -671,14 +834,18 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     summaries = evaluate_agents(cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
     table = render_markdown(summaries)
-    episodes = {s["agent"]: logged_episodes(out, s) for s in summaries if s["agent"] in ("sage", "grpo")}
-    result = {"comparison": comparison(summaries, episodes), "summaries": summaries,
+    compared = {"sage", "grpo"} | {label for goal in GOALS for label in (goal.agent, goal.baseline)}
+    episodes = {s["agent"]: logged_episodes(out, s) for s in summaries if s["agent"] in compared}
+    judged = goals(summaries, episodes)
+    result = {"comparison": comparison(summaries, episodes), "goals": judged, "summaries": summaries,
               "wall_seconds": time.perf_counter() - start, "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     wall = result["wall_seconds"]
     summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s.\n"
-    (out / "RESULTS.md").write_text(f"{table}\n{summary}")
+    section = goals_section(summaries, judged)
+    (out / "RESULTS.md").write_text(f"{table}\n{summary}\n{section}")
     plot(cfg, out, summaries)
     console.print(table, soft_wrap=True)  # unwrapped: the markdown stays valid in a log or a narrow terminal
     console.print(summary, soft_wrap=True)
+    console.print(section, soft_wrap=True)
     return result

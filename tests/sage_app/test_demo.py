@@ -42,10 +42,9 @@ def test_deltas_ci_resamples_chains_jointly():
         demo.deltas_ci(sage, {(1, 0): grpo[(0, 0)]})
 
 
-def test_comparison_line_states_changes_against_the_goals():
+def test_comparison_line_states_changes_in_words():
     line = comparison_line({"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": -0.25})
-    assert line == ("SAGE vs GRPO: SGC +7.0 points (goal +5), steps -30.0% (goal -25%), "
-                    "generated tokens +25.0% (goal -50%)")  # fmt: skip
+    assert line == "SAGE vs GRPO: SGC +7.0 points, steps -30.0%, generated tokens +25.0%"  # goals: goals_section
     zero = comparison_line({"sgc_gain_points": 0.0, "steps_cut": 0.0, "tokens_cut": 0.0, "ci95": {
         "sgc_gain_points": [0.0, 0.0], "steps_cut": [0.0, 0.0], "tokens_cut": [0.0, 0.0]}})  # fmt: skip
     assert "-0.0" not in zero and "steps +0.0% [+0.0, +0.0]" in zero
@@ -54,8 +53,118 @@ def test_comparison_line_states_changes_against_the_goals():
     ci = {"sgc_gain_points": [1.0, 13.0], "steps_cut": [0.2, 0.4], "tokens_cut": [0.5, 0.7]}
     comp = {"sgc_gain_points": 7.0, "steps_cut": 0.3, "tokens_cut": 0.6, "over_seeds": over, "ci95": ci}
     line = comparison_line(comp)
-    assert line.startswith("SAGE vs GRPO: SGC +7.0 points [+1.0, +13.0] (goal +5), steps -30.0% [-40.0, -20.0]")
+    assert line.startswith("SAGE vs GRPO: SGC +7.0 points [+1.0, +13.0], steps -30.0% [-40.0, -20.0]")
     assert line.endswith("over 2 RL seeds: SGC +4.0 +- 4.2 points, steps -25.0% +- 7.0%, tokens -30.0% +- 42.0%")
+
+
+VERSIONS = {"python": "3.11.7", "torch": "2.13.0+cpu"}
+
+
+def _summary(label, records):
+    """The figures a leaderboard summary holds for ``records`` (by (seed, chain)), computed the plain way."""
+    chains = list(records.values())
+    tasks = sum(len(r["success"]) for r in chains)
+    return {"agent": label, "env": "SageChain-ALFWorld-v0", "split": "valid_unseen", "seeds": [0],
+            "n_chains": len(chains), "versions": VERSIONS,
+            "tgc": sum(sum(r["success"]) for r in chains) / tasks,
+            "sgc": sum(all(r["success"]) for r in chains) / len(chains),
+            "mean_steps": sum(sum(r["steps"]) for r in chains) / tasks,
+            "mean_tokens": sum(sum(r["tokens"]) for r in chains) / tasks}  # fmt: skip
+
+
+def _solving(chains, steps, tokens, n=20):
+    """``n`` two-task chains: those in ``chains`` solved (both tasks), the others failed; every task took ``steps``
+    turns and generated ``tokens`` tokens."""
+    return {(0, i): _chain([i in chains] * 2, [steps] * 2, [tokens] * 2) for i in range(n)}
+
+
+def _run(**records):
+    """(summaries, episodes) of a run whose agents played ``records`` (label -> episodes)."""
+    return [_summary(label, r) for label, r in records.items()], records
+
+
+def test_paired_tgc_interval_matches_a_naive_loop():
+    from leaderboard.evaluate import BOOTSTRAP_SAMPLES
+
+    rng = np.random.default_rng(7)
+
+    def played(p):  # chains of one or two tasks: TGC, a ratio over tasks, is not the mean of chains' rates
+        return {(s, c): _chain(list(rng.random(1 + c % 2) < p), [5] * (1 + c % 2), [9] * (1 + c % 2))
+                for s in (0, 1) for c in range(6)}  # fmt: skip
+
+    first, second = played(0.7), played(0.3)
+    first[(2, 0)] = _chain([True], [1], [1])  # a chain the second agent did not play: left out of the pairing
+    keys = sorted(second)
+    gains = []
+    for row in np.random.default_rng(0).integers(len(keys), size=(BOOTSTRAP_SAMPLES, len(keys))):
+        picked = [keys[i] for i in row]
+
+        def tgc(records, picked=picked):
+            return sum(sum(records[k]["success"]) for k in picked) / sum(len(records[k]["success"]) for k in picked)
+
+        gains.append(100 * (tgc(first) - tgc(second)))
+    got = demo.paired_ci(first, second, demo.goal_figures)["tgc_points"]
+    assert got == pytest.approx(np.percentile(gains, [2.5, 97.5]).tolist())
+    assert got[0] < got[1]  # the example does vary
+
+
+def test_goals_are_met_not_met_or_not_measured():
+    summaries, episodes = _run(
+        sft=_solving({0, 1}, 10, 50),
+        grpo=_solving(set(range(2, 14)), 10, 50),  # +50 points TGC over SFT on the same chains: met
+        sage=_solving(set(range(2, 7)), 4, 60),  # +15 points over SFT, but 2 chains lost and 5 won: interval holds 0
+    )
+    got = {g["name"]: g for g in demo.goals(summaries, episodes)}
+    assert [g.name for g in demo.GOALS] == list(got)
+    grpo_sft, sage_sft = got["GRPO vs its SFT start: TGC"], got["SAGE vs its SFT start: TGC"]
+    assert grpo_sft["value"] == pytest.approx(50.0) and grpo_sft["ci95"][0] > 10 and grpo_sft["met"] is True
+    assert sage_sft["value"] == pytest.approx(15.0) and sage_sft["value"] >= 10  # the value alone would meet it ...
+    assert sage_sft["ci95"][0] < 0 < sage_sft["ci95"][1] and sage_sft["met"] is False  # ... its interval does not
+    sgc, steps, tokens = (got[f"SAGE vs GRPO: {k}"] for k in ("SGC", "steps per task", "generated tokens per task"))
+    assert sgc["value"] == pytest.approx(-35.0) and sgc["status"] == "not met"
+    assert steps["value"] == pytest.approx(-60.0) and steps["status"] == "met"  # 4 turns a task, not 10: a minus
+    assert tokens["value"] == pytest.approx(20.0) and tokens["ci95"] == pytest.approx([20.0, 20.0])
+    assert tokens["status"] == "not met"  # 20% more tokens than GRPO on every chain
+    reskill = got["ReSkill vs GRPO: TGC"]
+    assert reskill == {"name": "ReSkill vs GRPO: TGC", "goal": ">= +5 points, 95% interval excluding 0",
+                       "source": "issue 21 item 4", "unit": " points", "value": None, "ci95": None, "met": None,
+                       "status": "not measured (arm not run)"}  # fmt: skip
+    assert json.loads(json.dumps(list(got.values()))) == list(got.values())  # plain values, for results.json
+
+    summaries, episodes = _run(grpo=episodes["grpo"], sage=episodes["sage"], reskill=_solving(set(range(2, 20)), 9, 50))
+    got = {g["name"]: g for g in demo.goals(summaries, episodes)}
+    assert got["ReSkill vs GRPO: TGC"]["value"] == pytest.approx(30.0) and got["ReSkill vs GRPO: TGC"]["met"]
+    assert got["GRPO vs its SFT start: TGC"]["status"] == "not measured (arm not run)"  # no SFT entry in this run
+
+
+def test_the_sgc_goal_is_met_only_if_every_seed_meets_it():
+    grpo, sage = _solving(set(range(4)), 10, 50), _solving(set(range(10)), 5, 30)  # main seed: +30 points SGC
+    summaries, episodes = _run(grpo=grpo, sage=sage)
+    assert {g["name"]: g for g in demo.goals(summaries, episodes)}["SAGE vs GRPO: SGC"]["met"] is True
+    for seed1, met in ((_solving(set(range(5)), 5, 30), True), (_solving(set(range(3)), 5, 30), False)):
+        extra = [_summary("grpo-seed1", grpo), _summary("sage-seed1", seed1)]  # +5 points, then -5
+        sgc = {g["name"]: g for g in demo.goals(summaries + extra, episodes)}["SAGE vs GRPO: SGC"]
+        assert sgc["value"] == pytest.approx(30.0) and sgc["met"] is met
+        assert sgc["per_seed"] == pytest.approx({"main": 30.0, "seed1": 5.0 if met else -5.0})
+        assert "per RL seed main +30.0, seed1" in demo.goal_line(sgc)
+
+
+def test_goals_section_states_each_goal_and_what_depends_on_the_install():
+    summaries, episodes = _run(sft=_solving({0}, 10, 50), grpo=_solving({0, 1, 2}, 10, 50), sage=_solving({0}, 4, 40))
+    section = demo.goals_section(summaries, demo.goals(summaries, episodes))
+    lines = section.splitlines()
+    assert lines[0] == "## Goals"
+    goal_lines = [line for line in lines if line.startswith("- ")]
+    assert len(goal_lines) == len(demo.GOALS)
+    assert goal_lines[3].startswith("- SAGE vs GRPO: steps per task: -60.0% [-60.0, -60.0] (goal <= -40%; issue 20")
+    assert goal_lines[3].endswith("**met**") and goal_lines[2].endswith("**not met**")
+    assert goal_lines[5].endswith("(goal >= +5 points, 95% interval excluding 0; issue 21 item 4): "
+                                  "**not measured (arm not run)**")  # fmt: skip
+    assert assert_intervals_hold(section) == 5  # every measured goal's value lies in its interval
+    assert "`versions` (this run: python 3.11.7, torch 2.13.0+cpu)" in section and "bf16" in section
+    assert section.rstrip().endswith("Compare arms only within one run.")
+    summaries[0] = {**summaries[0], "versions": {**VERSIONS, "torch": "2.12.0"}}
+    assert "they differ between this run's agents" in demo.install_line(summaries)
 
 
 def test_comparison_over_extra_seeds_reports_mean_and_spread():
@@ -89,6 +198,9 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
     assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
+    assert demo.goals_section(result["summaries"], result["goals"]) in (out / "RESULTS.md").read_text()
+    assert json.loads((out / "results.json").read_text())["goals"] == result["goals"]
+    assert [g["met"] is None for g in result["goals"]] == [False] * len(demo.GOALS)  # every arm ran: all judged
     assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
     for arm in ("grpo", "sage", "reskill"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
