@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from sage_agents.policy import LLMPolicy
+from sage_agents.policy import ENTITY_PATTERN, LLMPolicy, argument_options, skill_signatures
 from sage_agents.reskill.assertions import action_key, key_pattern, pattern_words
 from sage_agents.reskill.creator import skill_text
 from sage_envs import Skill, SkillLibrary
@@ -97,6 +97,45 @@ def shown_guidance(skill: Skill, turn: int, previous: str | None, skills: str = 
 
 
 @dataclass
+class Perturbation:
+    """Noise injected into expert play, so that SFT data shows how to recover from a wrong turn.
+
+    DART (Laskey et al., 2017, "DART: Noise Injection for Robust Imitation Learning"). A model trained only on an
+    expert's own turns never sees a state its mistakes lead to: the SAGE arm of ``make demo`` sent one failing skill
+    call again and again until its turns ran out (docs/demo.md). On a drawn turn a random action is sent instead
+    of the expert's: the expert is told (its ``override(action)``), reads what came of it and goes on from there;
+    that turn is kept in the next turns' history but is not a training pair.
+    """
+
+    rate: float = 0.1
+    """Share of turns on which a random action is sent instead of the expert's."""
+    call_share: float = 0.5
+    """Of those turns, the share that send a call of a library skill with random arguments (when the library has a
+    skill with parameters and the turn has argument values); the rest send a random admissible command."""
+    seed: int = 0
+    """Seed of the draws: the same seed, the same pairs."""
+    entity_pattern: str = ENTITY_PATTERN
+    """Entity names a random call's arguments are drawn from (the domain's ``entity_pattern``)."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.rate <= 1 and 0 <= self.call_share <= 1):
+            raise ValueError(
+                f"Perturbation rate={self.rate} and call_share={self.call_share} must each be in [0, 1]."
+            )
+
+    def action(self, rng: random.Random, observation: Mapping[str, str], admissible: Sequence[str]) -> str | None:
+        """A random action: a library skill's call with random arguments, or an admissible command (None: neither)."""
+        calls = [(name, params) for name, params in skill_signatures(observation.get("skills", "")) if params]
+        values = argument_options(
+            observation["task"], observation.get("observation", ""), admissible, entity_pattern=self.entity_pattern
+        )
+        if calls and values and (rng.random() < self.call_share or not admissible):
+            name, params = rng.choice(calls)
+            return f"call {name}({', '.join(rng.choice(values) for _ in params)})"
+        return rng.choice(list(admissible)) if admissible else None
+
+
+@dataclass
 class ExpertTurn:
     """One expert turn, as :func:`collect_expert_turns` records it (a prompt is built from it later)."""
 
@@ -123,9 +162,16 @@ def collect_expert_turns(
     seed: int = 0,
     only_successful: bool = True,
     max_turns: int = 10_000,
+    perturbation: Perturbation | None = None,
 ) -> list[ExpertTurn]:
     """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`)."""
     chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
+    if perturbation is not None and not hasattr(expert, "override"):
+        raise ValueError(
+            f"a Perturbation needs an expert that can be told what was sent instead of its action (an "
+            f"override(action) method); {type(expert).__name__} has none: pass perturbation=None."
+        )
+    rng = random.Random(perturbation.seed if perturbation is not None else 0)
     turns: list[ExpertTurn] = []
     for chain in chains:
         if hasattr(expert, "reset"):
@@ -135,7 +181,15 @@ def collect_expert_turns(
         task_turns: list[ExpertTurn] = []
         for _ in range(max_turns):
             action = expert.act(obs, info)
-            task_turns.append(ExpertTurn(obs, list(history), list(info.get("admissible_commands", [])), action))
+            admissible = list(info.get("admissible_commands", []))
+            noise = None
+            if perturbation is not None and rng.random() < perturbation.rate:
+                noise = perturbation.action(rng, obs, admissible)
+            if noise is not None and noise != action:
+                expert.override(noise)  # not a training pair: the turns after it show the recovery
+                action = noise
+            else:
+                task_turns.append(ExpertTurn(obs, list(history), admissible, action))
             before = obs["observation"]
             obs, _, terminated, truncated, info = env.step(action)
             if info.get("new_task") or terminated or truncated:  # the task of this action ended
@@ -160,6 +214,7 @@ def collect_expert_pairs(
     max_turns: int = 10_000,
     guidance: GuidanceMix | None = None,
     advise: Callable[[str, Sequence[str], str], Any] | None = None,
+    perturbation: Perturbation | None = None,
 ) -> list[dict[str, str]]:
     """Play ``chains`` with ``expert`` and record one ``{"prompt", "completion"}`` pair per turn.
 
@@ -176,13 +231,17 @@ def collect_expert_pairs(
         advise: the domain's ``advise(task, earlier_actions, action)`` -> advice with ``name``, ``command`` and
             ``reason`` (:func:`guidance_skill`), or None for a turn it cannot advise (shown no guidance); e.g.
             ``sage_envs.domain.Domain.advise``.
+        perturbation: send random actions on some turns instead of the expert's (:class:`Perturbation`; the
+            expert needs an ``override`` method): the pairs then show recovery from wrong turns.
 
     Returns:
         A list of prompt/completion dicts (TRL's prompt-completion dataset format).
     """
     if (guidance is None) != (advise is None):
         raise ValueError("collect_expert_pairs: pass guidance= and advise= together (the mix and the domain's advice).")
-    turns = collect_expert_turns(env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns)
+    turns = collect_expert_turns(
+        env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns, perturbation=perturbation
+    )
     if guidance is not None:
         add_guidance(turns, guidance, advise)
     return [{"prompt": policy.prompt(t.obs, t.history, t.admissible), "completion": t.action} for t in turns]

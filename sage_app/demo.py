@@ -130,6 +130,12 @@ class DemoConfig:
     conditioning"). Off: no prompt holds guidance, as before issue 21 (ReSkill runs 3-5: guidance in the prompt
     then hurt the policy whatever it said). Only a domain that advises (``Domain.advise``; ALFWorld) has guidance to
     show: on the others (TextWorld) no prompt holds any, on or off."""
+    sft_perturbation: float = 0.1
+    """Share of the expert's turns on which a random action is sent instead (``sft.Perturbation``: half of them,
+    in the skill mode, a call of a library skill with random arguments), its recovery then being what the pairs
+    show; the perturbed turns are not pairs. The demo's SAGE arm without it (8a5e623) sent a failing call again
+    and again in half its tasks, having never seen a call fail. 0 turns it off; only an expert that can be told
+    what was sent (an ``override`` method: ALFWorld's) is perturbed."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
@@ -356,7 +362,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     from sage_agents.policy import LLMPolicy
     from sage_agents.progress import track
     from sage_agents.registry import accepted_kwargs
-    from sage_agents.sft import GuidanceMix, collect_expert_pairs
+    from sage_agents.sft import GuidanceMix, Perturbation, collect_expert_pairs
     from sage_envs import domain_class
 
     path = out / "expert" / "pairs.jsonl"
@@ -379,8 +385,11 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
-        guidance = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain.advise} if guided else {}
-        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed, **guidance)
+        data = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain.advise} if guided else {}
+        if cfg.sft_perturbation and hasattr(expert, "override"):
+            pattern = domain.entity_pattern
+            data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=cfg.seed, entity_pattern=pattern)
+        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed, **data)
         env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

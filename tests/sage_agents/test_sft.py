@@ -238,3 +238,50 @@ def test_collect_expert_pairs_shows_guidance_in_the_policy_prompt(tiny, alfworld
     assert "Guidance:\n- take_egg:" in shown_guidance(skill, 3, "open fridge 1")
     with pytest.raises(ValueError, match="does not fire"):
         shown_guidance(skill, 4, "go to fridge 1")
+
+
+# ---------------------------------------------------------------------------------------------- perturbed expert play
+def test_perturbed_turns_are_history_not_pairs_and_the_expert_recovers():
+    import random
+
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_agents.sft import Perturbation, collect_expert_turns
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    class Steps(gym.Wrapper):
+        taken = 0
+
+        def step(self, action):
+            Steps.taken += 1
+            return self.env.step(action)
+
+    env = Steps(gym.make("SageChain-ALFWorld-v0", split="train", skills="program", max_steps_per_task=30))
+    expert, sent = AlfworldExpert(vary_definitions=0), []
+    override = expert.override
+    expert.override = lambda action: (sent.append(action), override(action))
+    noise = Perturbation(rate=0.2, call_share=1.0, seed=1)
+    turns = collect_expert_turns(env, expert, range(20), only_successful=False, perturbation=noise)
+    calls = [a for a in sent if a.startswith("call ")]
+    assert len(sent) >= 20 and calls  # random calls of the library's skills, and commands before it has one
+    assert len(turns) + len(sent) == Steps.taken  # every turn is either a pair or perturbed, never both
+    assert set(calls) & {action for t in turns for action in t.earlier}  # the pairs after it show it in history
+    # the expert recovers: most perturbed tasks are still completed (those turns are kept with only_successful)
+    kept = collect_expert_turns(env, AlfworldExpert(vary_definitions=0), range(20), perturbation=noise)
+    assert len(kept) >= 0.7 * len(turns)
+    assert collect_expert_turns(env, AlfworldExpert(vary_definitions=0), range(3), perturbation=Perturbation(0.0)) == (
+        collect_expert_turns(env, AlfworldExpert(vary_definitions=0), range(3))
+    )  # rate 0: the expert's own play
+    with pytest.raises(ValueError, match="override"):
+        collect_expert_turns(env, PlanExpert(), range(1), perturbation=noise)
+    env.close()
+    # the random action: a call with one argument per parameter, else an admissible command, else nothing
+    obs = {"task": "put a apple in fridge", "observation": "You see apple 1.", "skills": "Program skills:\n- s(a, b)"}
+    rng = random.Random(0)
+    call = Perturbation(call_share=1.0).action(rng, obs, ["look"])
+    assert call.startswith("call s(") and call.count(",") == 1
+    assert Perturbation(call_share=0.0).action(rng, obs, ["look"]) == "look"
+    assert Perturbation().action(rng, {**obs, "skills": ""}, []) is None
+    with pytest.raises(ValueError, match="rate"):
+        Perturbation(rate=1.5)

@@ -486,6 +486,16 @@ class AlfworldExpert:
         self._last_action = action or self._command(admissible)
         return self._last_action
 
+    def override(self, action: str) -> None:
+        """The action sent this turn was ``action``, not the one :meth:`act` returned (noise injected into its play).
+
+        The next :meth:`act` reads the observation as the result of ``action``: a command's feedback updates the
+        world as its own would, and a call's trace is replayed and, not being a call of its plan, judged as one that
+        fell short, so the rest of the task is played with plain commands (what it does after its own failed call).
+        """
+        self._last_action = action
+        self._call = ("", ())
+
     # ------------------------------------------------------------------ bookkeeping
     def _start_task(self, task: str, opening: str) -> None:
         self._task = task
