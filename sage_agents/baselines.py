@@ -55,9 +55,11 @@ def make_expert(
 
     expert = sage_envs.domain_class(env_id).expert(use_skills=use_skills, skills=skills)
     expert.skill_library = SkillLibrary.load(skills_path) if skills_path else None
-    # What it is handed, in words (the leaderboard's "given"): hand-written rules, not a learned policy.
-    parts = ["hand-written rules", "the admissible commands"]
-    if use_skills:
+    # What it is handed, in words (the leaderboard's "given"): a domain's expert may say (a gold sequence, a
+    # walkthrough); else hand-written rules reading the admissible commands, not a learned policy.
+    own = getattr(expert, "given", "")
+    parts = [own] if own else ["hand-written rules", "the admissible commands"]
+    if use_skills and expert.skills:
         parts.append(f"its own skills ({', '.join(sorted(expert.skills))}), defined in the chain where first used")
         if expert.skill_library is not None:
             parts.append(f"skill bank of {len(expert.skill_library)} ({', '.join(expert.skill_library.names())})")

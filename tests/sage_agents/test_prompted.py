@@ -271,3 +271,9 @@ def test_agents_say_what_they_are_given(tiny):
         "hand-written rules; the admissible commands; its own skills (place_in, use_lamp), defined in the chain "
         "where first used"
     )
+    # another domain's expert says how it plays; a skill clause only where it has skills
+    textworld = make_expert(env_id="SageChain-TextWorld-v0")
+    assert textworld.given.startswith("each game's walkthrough (privileged") and "its own skills (cut_with" in (
+        textworld.given
+    )
+    assert make_expert(use_skills=False, env_id="SageChain-TextWorld-v0").given == textworld.given.split("; ")[0]

@@ -402,6 +402,8 @@ class ScienceWorldExpert:
 
     skills: tuple[str, ...] = ()
     """The skills it defines: none (it plays plain commands)."""
+    given = "each variation's gold action sequence (privileged: it knows the variation from the task id)"
+    """What it is handed, in words (the leaderboard's "given")."""
 
     def __init__(self, cache_dir: Any = None) -> None:
         self.cache_dir = cache_dir

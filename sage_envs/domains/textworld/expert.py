@@ -81,6 +81,9 @@ class TextworldExpert:
     Whenever a skill cannot be used (skills disabled, a failing call) it carries on with plain commands.
     """
 
+    given = "each game's walkthrough (privileged: it reads the game's metadata)"
+    """What it is handed, in words (the leaderboard's "given")."""
+
     def __init__(
         self,
         use_skills: bool = True,

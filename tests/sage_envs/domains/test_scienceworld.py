@@ -207,3 +207,10 @@ def test_canonical_sorts_each_run_of_indented_lines_like_a_naive_sort():
     naive += "\n".join(sorted(["\tz", "\ty", "\tx"]))
     assert sw.canonical(text) == naive
     assert sw.canonical("no tabs\nhere") == "no tabs\nhere"
+
+
+def test_the_leaderboard_names_what_the_gold_expert_is_given():
+    from sage_agents.baselines import make_expert
+
+    assert make_expert(env_id=ENV_ID).given == sw.ScienceWorldExpert.given  # no skills: no skill clause
+    assert "gold action sequence" in sw.ScienceWorldExpert.given
