@@ -84,11 +84,12 @@ class SkillGrammar:
         shapes, collections, words, params, tests = [], [], [], [], []
         forms: dict[tuple[str, int], list[list[str]]] = {}  # (skill name, line count) -> its forms' lines
         for text in definitions:
+            # each line without its comment and indentation, each placeholder as {} (a command line is its shape)
             lines = [_PLACEHOLDER.sub("{}", raw.split("#", 1)[0].strip()) for raw in text.strip().splitlines()]
-            header = _HEADER.match(lines[0]) if lines else None
-            if header:
-                forms.setdefault((header.group(1), len(lines)), []).append(lines)
-            for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()):
+            first = _HEADER.match(lines[0]) if lines else None
+            if first:
+                forms.setdefault((first.group(1), len(lines)), []).append(lines)
+            for line in lines:
                 header, loop, test = _HEADER.match(line), _FOR.match(line), _OBS_TEST.match(line)
                 if header:
                     words += header.group(1).split("_")
@@ -98,7 +99,7 @@ class SkillGrammar:
                 elif test:
                     tests.append(test.group(1))
                 elif line and not line.startswith(("if ", "else", "for ", "call ", "return", "break")):
-                    shapes.append(_PLACEHOLDER.sub("{}", line))
+                    shapes.append(line)
         unique = lambda items: tuple(dict.fromkeys(items))  # noqa: E731
         groups: dict[str, tuple[str, ...]] = {}
         for variants in forms.values():

@@ -203,11 +203,12 @@ class ScienceWorldGame(TaskGame):
         lost = score < 0  # ScienceWorld's failure (a wrong focus, a dead plant): the score drops to -100
         won = bool(server.getCompleted()) and not lost
         self._history.append(command)
-        if observation != UNKNOWN_INPUT:  # an unread command changes nothing, so the valid actions stand
-            self._admissible = None
-        # The score is 0-100: a failed task scores 0, as ScienceWorld's evaluations count it. The parser reads
-        # other names for the valid actions (``examine X``, an ambiguity prompt's ``0``): those are valid too.
+        # The parser reads other names for the valid actions (``examine X``, an ambiguity prompt's ``0``): those
+        # are valid too. An unread command changes nothing, so the valid actions stand.
         parsed = observation != UNKNOWN_INPUT
+        if parsed:
+            self._admissible = None
+        # The score is 0-100: a failed task scores 0, as ScienceWorld's evaluations count it.
         return StepResult(canonical(observation), won=won, lost=lost, score=float(max(score, 0)), parsed=parsed)
 
     def admissible_commands(self) -> list[str]:
