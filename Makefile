@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-quick expert-demo test install browser java lint clean
+.PHONY: demo demo-quick demo-long expert-demo test install browser java lint clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ demo: $(STAMP)
 
 demo-quick: $(STAMP)
 	$(BIN)/sage demo --quick --output-dir runs/demo-quick
+
+# The learning run: every arm 100 RL steps from one SFT checkpoint, held-out TGC every 10 (resumable; docs/demo.md).
+demo-long: $(STAMP)
+	$(BIN)/sage demo --long --output-dir runs/demo-long
 
 expert-demo: $(STAMP)
 	$(BIN)/python examples/play_expert.py --chains 3

@@ -198,6 +198,12 @@ class TrainConfig:
     """Split of the evaluation chains (env ``split``); ignored when the trainer is given ``env_fn``."""
     eval_chains: int = 16
     """Evaluation plays the first this many chains of ``eval_split`` once each, ``group_size`` at a time."""
+    eval_from_bank: bool = True
+    """SAGE's evaluation chains start from its skill bank, as a trained agent is played; False: from an empty
+    library (the paper's protocol, the demo's evaluation)."""
+    eval_env_kwargs: dict[str, Any] | None = None
+    """``gymnasium.make`` kwargs of the evaluation envs; None = ``env_kwargs``. E.g. the demo trains on games that
+    speak both command grammars and evaluates on the split's own, as its final evaluation does."""
     keep_checkpoints: int = 2
     """Most recent checkpoints kept on disk."""
     resume: bool = False
@@ -278,6 +284,8 @@ class TrainConfig:
             fail("report_to", f"entries must be in {REPORTERS}", "drop the unknown sinks")
         if not isinstance(self.env_kwargs, dict):
             fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
+        if self.eval_env_kwargs is not None and not isinstance(self.eval_env_kwargs, dict):
+            fail("eval_env_kwargs", "must be None or a dict", "pass None to evaluate on env_kwargs")
         self._check_lora(fail)
         self._check_reskill(fail)
         self._check_backend(fail)

@@ -66,11 +66,16 @@ def build_model(config: TrainConfig) -> tuple[Any, Any]:
     )
 
 
-def make_envs(config: TrainConfig, n: int, split: str | None = None) -> list[Any]:
-    """``n`` envs of ``config.env_id`` on ``split`` (default ``config.split``; ``import sage_envs`` registers ids)."""
+def make_envs(
+    config: TrainConfig, n: int, split: str | None = None, env_kwargs: dict[str, Any] | None = None
+) -> list[Any]:
+    """``n`` envs of ``config.env_id`` on ``split`` (default ``config.split``), made with ``env_kwargs``.
+
+    ``env_kwargs`` defaults to ``config.env_kwargs``; ``import sage_envs`` registers the ids.
+    """
     import gymnasium as gym
 
-    kwargs = dict(config.env_kwargs)
+    kwargs = dict(config.env_kwargs if env_kwargs is None else env_kwargs)
     if config.env_id.startswith("SageChain-"):
         import sage_envs  # noqa: F401
 
@@ -507,7 +512,8 @@ class Trainer:
 
         Played by :func:`sage_agents.evaluation.evaluate_policy`, the leaderboard evaluator's path: ``group_size``
         chains in lockstep, a finished chain's env starting the next at once. SAGE starts each chain from its
-        skill bank and ReSkill from its current library, as the leaderboard evaluator does with a trained agent.
+        skill bank (unless ``eval_from_bank`` is off) and ReSkill from its current library, as the leaderboard
+        evaluator does with a trained agent.
         Returns ``charts/step`` and the ``eval/*`` statistics (the ``env/*`` names of docs/agents.md; main process
         only, the others return ``{}``).
         """
@@ -517,9 +523,9 @@ class Trainer:
         if self._eval_envs is None:
             n = cfg.group_size
             fn = self._env_fn
-            self._eval_envs = [fn() for _ in range(n)] if fn else make_envs(cfg, n, split=cfg.eval_split)
+            self._eval_envs = [fn() for _ in range(n)] if fn else make_envs(cfg, n, cfg.eval_split, cfg.eval_env_kwargs)
         library = None
-        if cfg.algo == "sage" and len(self.skill_bank):
+        if cfg.algo == "sage" and cfg.eval_from_bank and len(self.skill_bank):
             library = self.skill_bank
         elif self.reskill is not None:
             library = self.reskill.registry.env_library("current")

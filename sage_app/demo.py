@@ -21,7 +21,8 @@ the evaluations from their episode logs):
 5. **report**: the table (TGC, SGC, steps, tokens, skill reuse, 95% CIs), the goals judged in words
    (:data:`GOALS`, :func:`goals_section`), ``results.json`` and plots (learning curves, success vs tokens).
 
-``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests).
+``--quick`` shrinks every stage to a smoke run of about two minutes (used by the tests); ``--long`` (``make
+demo-long``) trains every arm 100 steps with a held-out evaluation every 10, the learning curves.
 
 Any registered env runs (``DemoConfig.env_id``; ``sage demo --set env_id=SageChain-TextWorld-v0``): the demo
 reaches its domain only through ``sage_envs.domain_class`` (expert, skill templates, advice, splits, vocabulary).
@@ -55,6 +56,9 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 """Per env id, what a :class:`DemoConfig` field left None becomes: settings measured on that env (docs/demo.md,
 "Choices, and why"). ``quick_max_steps_per_task`` is the turn budget of ``--quick`` (ALFWorld's expert needs ~4
 turns per task with skills). An env without an entry gets the domain-neutral choices each field names."""
+LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10}
+"""What ``--long`` sets (the other fields keep their values): 100 RL steps per arm, a held-out evaluation every
+10 (the first 50 chains of the evaluation split, ~1.5 minutes each here), a checkpoint at each."""
 ARMS = ("grpo", "sage", "reskill")
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
 """The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
@@ -72,6 +76,10 @@ class DemoConfig:
     """Seed of the tiny model, SFT data order, RL sampling and chain order (the same for every arm)."""
     quick: bool = False
     """Smoke run: a few chains and steps per stage (about two minutes), for tests."""
+    long: bool = False
+    """The learning run (``make demo-long``, issue 20 item 3): every arm trains :data:`LONG` ``rl_steps`` from the
+    same SFT checkpoint, with a held-out evaluation every ``rl_eval_every`` steps (the learning curves), and the
+    other settings of the demo. Not with ``quick``."""
 
     # ------------------------------------------------------------------ environment
     env_id: str = ALFWORLD
@@ -162,6 +170,12 @@ class DemoConfig:
     """Rollouts per group (G)."""
     rl_save_every: int = 5
     """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
+    rl_eval_every: int = 0
+    """Held-out evaluation during RL every this many steps and before the first (``TrainConfig.eval_every``):
+    greedy play of the first ``rl_eval_chains`` chains of ``eval_split``, the learning curves' points. 0 = none (the
+    curves then show the training groups' success, which is noisy and not held out)."""
+    rl_eval_chains: int = 50
+    """Chains of each held-out evaluation during RL (the first of ``eval_split``; stage 4 plays ``eval_chains``)."""
     rl_lr: float = 2e-5
     """RL learning rate (calibration: <= 1e-4 or a tiny model collapses)."""
     beta: float = 0.04
@@ -240,6 +254,11 @@ class DemoConfig:
                     f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)} ({self.env_id}'s "
                     """skills), e.g. --set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
                 )
+        if self.quick and self.long:
+            raise ValueError("quick and long are two sizes of the demo: set one of them.")
+        if self.long:
+            for name, value in LONG.items():
+                setattr(self, name, value)
         if self.quick:
             quick = {
                 "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
@@ -448,6 +467,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
+        eval_env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]},
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
         **(reskill if arm == "reskill" else {}),
     )  # fmt: skip
@@ -782,6 +803,43 @@ def goals_section(summaries: list[dict[str, Any]], judged: list[dict[str, Any]])
     )
 
 
+def learning_curves(cfg: DemoConfig, out: Path) -> dict[str, list[tuple[float, float]]]:
+    """``arm label -> [(RL step, TGC %)]`` of every arm trained so far.
+
+    The points are the held-out evaluations' TGC when the arms evaluated during RL (``rl_eval_every``), else each
+    training step's group TGC.
+    """
+    key = "eval/task_success" if cfg.rl_eval_every else "env/task_success"
+    curves = {}
+    for seed in [cfg.seed, *cfg.extra_rl_seeds]:
+        for arm in cfg.arms:
+            label = arm_label(cfg, arm, seed)
+            metrics = out / label / "metrics.jsonl"
+            if metrics.exists():
+                rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+                curves[label] = [(r["charts/step"], 100 * r[key]) for r in rows if key in r]
+    return curves
+
+
+def curves_section(cfg: DemoConfig, out: Path) -> str:
+    """RESULTS.md's learning-curve table: each arm's held-out TGC at every evaluation during RL ("" without any)."""
+    if not cfg.rl_eval_every:
+        return ""
+    curves = learning_curves(cfg, out)
+    steps = sorted({step for points in curves.values() for step, _ in points})
+    by_step = {label: dict(points) for label, points in curves.items()}
+    rows = [
+        f"| {step:.0f} | " + " | ".join(f"{by_step[label].get(step, float('nan')):.1f}" for label in curves) + " |"
+        for step in steps
+    ]
+    return (
+        f"\n## Learning curves\n\nHeld-out TGC (%) during RL: greedy play of the first {cfg.rl_eval_chains} "
+        f"{cfg.eval_split} chains every {cfg.rl_eval_every} steps (step 0 is the SFT start in each arm's skill "
+        f"mode; the trainer's `eval/*` metrics in `<arm>/metrics.jsonl`).\n\n"
+        f"| RL step | {' | '.join(curves)} |\n|---|{'---|' * len(curves)}\n" + "\n".join(rows) + "\n"
+    )
+
+
 def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Path]:
     """Learning curves of the arms (success per step) and success vs tokens of every agent."""
     import matplotlib
@@ -791,16 +849,13 @@ def plot(cfg: DemoConfig, out: Path, summaries: list[dict[str, Any]]) -> list[Pa
 
     paths = []
     fig, ax = plt.subplots(figsize=(6, 4))
-    for seed in [cfg.seed, *cfg.extra_rl_seeds]:
-        for arm in cfg.arms:
-            label = arm_label(cfg, arm, seed)
-            metrics = out / label / "metrics.jsonl"
-            if metrics.exists():
-                rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-                steps, success = [r["charts/step"] for r in rows], [r["env/task_success"] for r in rows]
-                alpha = 1.0 if seed == cfg.seed else 0.4
-                ax.plot(steps, success, marker=".", color=ARM_COLORS[arm], alpha=alpha, label=label)
-    ax.set(xlabel="RL step", ylabel="training task success (TGC of the step's group)", title="Learning curves")
+    curves = learning_curves(cfg, out)
+    for label, points in curves.items():
+        alpha = 1.0 if label == arm_of(label) else 0.4
+        ax.plot(*zip(*points, strict=True), marker=".", color=ARM_COLORS[arm_of(label)], alpha=alpha, label=label)
+    held_out = f"held-out TGC (%, first {cfg.rl_eval_chains} {cfg.eval_split} chains)"
+    ylabel = held_out if cfg.rl_eval_every else "training TGC (%, the step's group)"
+    ax.set(xlabel="RL step", ylabel=ylabel, title="Learning curves")
     ax.legend()
     paths.append(out / "learning_curves.png")
     fig.tight_layout()
@@ -851,7 +906,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     wall = result["wall_seconds"]
     summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s.\n"
-    section = goals_section(summaries, judged)
+    section = goals_section(summaries, judged) + curves_section(cfg, out)
     (out / "RESULTS.md").write_text(f"{table}\n{summary}\n{section}")
     plot(cfg, out, summaries)
     console.print(table, soft_wrap=True)  # unwrapped: the markdown stays valid in a log or a narrow terminal

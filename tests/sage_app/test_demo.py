@@ -185,7 +185,8 @@ def test_comparison_over_extra_seeds_reports_mean_and_spread():
 
 def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "demo"
-    result = run_demo(DemoConfig(quick=True, output_dir=str(out)))
+    cfg = DemoConfig(quick=True, output_dir=str(out), rl_eval_every=1, rl_eval_chains=2)  # held-out curves too
+    result = run_demo(cfg)
     assert [s["agent"] for s in result["summaries"]] == LABELS
     assert "over_seeds" not in result["comparison"]  # one seed per arm (extra seeds: the slow test below)
     low, high = result["comparison"]["ci95"]["sgc_gain_points"]
@@ -202,11 +203,18 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     assert json.loads((out / "results.json").read_text())["goals"] == result["goals"]
     assert [g["met"] is None for g in result["goals"]] == [False] * len(demo.GOALS)  # every arm ran: all judged
     assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
+    curves = demo.learning_curves(cfg, out)
     for arm in ("grpo", "sage", "reskill"):
-        steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
-        assert steps == [1.0, 2.0]
+        rows = [json.loads(line) for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
+        assert [r["charts/step"] for r in rows if "env/task_success" in r] == [1.0, 2.0]
+        held_out = [r for r in rows if "eval/task_success" in r]  # before the first step and after each
+        assert [r["charts/step"] for r in held_out] == [0.0, 1.0, 2.0]
+        assert curves[arm] == [(r["charts/step"], 100 * r["eval/task_success"]) for r in held_out]
+    section = demo.curves_section(cfg, out)
+    assert section.startswith("\n## Learning curves") and section in (out / "RESULTS.md").read_text()
+    assert f"| 2 | {curves['grpo'][2][1]:.1f} | {curves['sage'][2][1]:.1f} | {curves['reskill'][2][1]:.1f} |" in section
     pairs = (out / "expert" / "pairs.jsonl").stat().st_mtime
-    again = run_demo(DemoConfig(quick=True, output_dir=str(out)))  # every stage is found finished
+    again = run_demo(cfg)  # every stage is found finished
     assert (out / "expert" / "pairs.jsonl").stat().st_mtime == pairs
     assert [s["tgc"] for s in again["summaries"]] == [s["tgc"] for s in result["summaries"]]
 
@@ -221,6 +229,23 @@ def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
     for arm in ("grpo-seed1", "sage-seed1", "reskill-seed1"):
         steps = [json.loads(line)["charts/step"] for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
         assert steps == [1.0, 2.0]
+
+
+def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
+    cfg = DemoConfig(long=True)
+    assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every) == (100, 10, 10) and not cfg.quick
+    assert DemoConfig(long=True, group_size=4).group_size == 4  # only the RL budget and its evaluations change
+    with pytest.raises(ValueError, match="set one of them"):
+        DemoConfig(long=True, quick=True)
+    for arm in ("grpo", "sage", "reskill"):
+        train = demo.arm_config(cfg, Path("runs/x"), arm, Path("sft"), seed=0)
+        evaluations = (train.total_steps, train.eval_every, train.eval_chains, train.eval_split)
+        assert evaluations == (100, 10, 50, "valid_unseen")
+        # RL games speak both command grammars; the held-out ones the split's own, as stage 4's evaluation
+        assert train.env_kwargs["command_grammar"] == "mixed" and "command_grammar" not in train.eval_env_kwargs
+        assert train.eval_env_kwargs == {**cfg.env_kwargs, "skills": train.env_kwargs["skills"]}
+        assert train.eval_from_bank is cfg.sage_eval_bank is False  # SAGE's chains start empty, as in stage 4
+    assert demo.curves_section(DemoConfig(), Path("runs/x")) == ""  # no held-out evaluations: no table
 
 
 def test_expert_skills_pick_the_templates_and_are_checked():
