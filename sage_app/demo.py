@@ -168,6 +168,8 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
+    rl_train_chains: int | None = None
+    """RL plays only the first this many chains of the train split (``TrainConfig.train_chains``); None: all."""
     rl_save_every: int = 5
     """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
     rl_eval_every: int = 0
@@ -202,6 +204,10 @@ class DemoConfig:
     comments (``AlfworldExpert(vary_definitions=seed)``; a domain expert without ``vary_definitions`` writes its
     own definitions as they are). Off: the expert's
     definitions are a menu SAGE picks from (its only way before issue 20)."""
+    sft_shuffle_parameters: bool = True
+    """With ``sage_writes_skills``, the expert draws each skill's parameter order per chain
+    (``AlfworldExpert(shuffle_parameters=...)``); False: every definition keeps the canonical order (the object
+    first, the place last), a convention a call can follow without reading the header."""
 
     # ------------------------------------------------------------------ evaluation
     sage_eval_bank: bool = False
@@ -401,6 +407,8 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         options = {}
         if takes is None or "vary_definitions" in takes:  # definitions the policy writes: varied examples
             options["vary_definitions"] = cfg.seed if sage.get("write_skills") else None
+        if takes is None or "shuffle_parameters" in takes:
+            options["shuffle_parameters"] = cfg.sft_shuffle_parameters
         expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
@@ -467,6 +475,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        train_chains=cfg.rl_train_chains,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
         eval_env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]},
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],

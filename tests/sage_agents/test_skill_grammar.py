@@ -179,14 +179,15 @@ def test_the_expert_definitions_are_ones_the_grammar_can_write():
     assert all(GRAMMAR.accepts(walk(GRAMMAR, rng)) for _ in range(50))
 
 
-def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write():
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write(shuffle):
     import gymnasium as gym
 
     import sage_envs  # noqa: F401
     from sage_envs.domains.alfworld import AlfworldExpert
 
     env = gym.make("SageChain-ALFWorld-v0", split="train", skills="program", max_steps_per_task=30)
-    expert, written, solved, tasks = AlfworldExpert(vary_definitions=0), [], 0, 0
+    expert, written, solved, tasks = AlfworldExpert(vary_definitions=0, shuffle_parameters=shuffle), [], 0, 0
     for chain in range(12):
         expert.reset()
         obs, info = env.reset(seed=chain, options={"chain": chain})
@@ -208,6 +209,9 @@ def test_a_varying_expert_writes_varied_definitions_the_grammar_can_write():
     searches = [b for b in bodies if any(" take {o} from " in line for line in b)]
     assert whole  # whole-task skills calling sub-task skills
     assert {any("for r in receptacles:" in line for line in b) for b in searches} == {True, False}  # loop or not
+    params = [re.findall(r"\w+", text.split("(", 1)[1].split(")", 1)[0]) for text in headers]
+    canonical = [p for p in params if ("obj" not in p or p[0] == "obj") and ("place" not in p or p[-1] == "place")]
+    assert (canonical == params) is not shuffle  # unshuffled: the object first and the place last, every time
 
 
 def test_a_command_whose_verb_is_a_parameter_starts_its_line_with_the_value():

@@ -139,12 +139,17 @@ class AlfworldDomain(Domain):
 
     @classmethod
     def expert(
-        cls, *, use_skills: bool = True, skills: Sequence[str] | None = None, vary_definitions: int | None = None
+        cls,
+        *,
+        use_skills: bool = True,
+        skills: Sequence[str] | None = None,
+        vary_definitions: int | None = None,
+        shuffle_parameters: bool = True,
     ) -> AlfworldExpert:
         """The observation-only scripted expert (:class:`~sage_envs.domains.alfworld.expert.AlfworldExpert`)."""
         from sage_envs.domains.alfworld.expert import AlfworldExpert
 
-        return AlfworldExpert(use_skills=use_skills, skills=skills, vary_definitions=vary_definitions)
+        return AlfworldExpert(use_skills, skills, vary_definitions, shuffle_parameters)
 
     @classmethod
     def vocabulary(cls) -> list[str]:

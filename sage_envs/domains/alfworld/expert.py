@@ -424,7 +424,11 @@ class AlfworldExpert:
     """
 
     def __init__(
-        self, use_skills: bool = True, skills: Sequence[str] | None = None, vary_definitions: int | None = None
+        self,
+        use_skills: bool = True,
+        skills: Sequence[str] | None = None,
+        vary_definitions: int | None = None,
+        shuffle_parameters: bool = True,
     ) -> None:
         """Create the agent.
 
@@ -440,6 +444,9 @@ class AlfworldExpert:
                 whose sub-task skills are in the library is played by one whole-task skill that calls them
                 (:data:`TASK_SKILLS`), so that expert data holds varied definitions; None = the canonical
                 definitions, with comments, and no whole-task skills.
+            shuffle_parameters: with ``vary_definitions``, draw each skill's parameter order per chain; False
+                keeps the canonical order of every definition (the object first, the place last, a tool or a
+                search place between them), as a programmer's convention would.
         """
         unknown = sorted(set(skills or ()) - set(SKILLS))
         if unknown:
@@ -447,6 +454,7 @@ class AlfworldExpert:
         self.use_skills = use_skills
         self.skills = frozenset(SKILLS if skills is None else skills)
         self._rng = np.random.default_rng(vary_definitions) if vary_definitions is not None else None
+        self.shuffle_parameters = shuffle_parameters
         self.reset()
 
     def reset(self) -> None:
@@ -465,7 +473,8 @@ class AlfworldExpert:
                 names = [n for n in variants[name] if n not in taken] or [name]
                 rename = names[int(self._rng.integers(len(names)))]
                 text = TASK_SKILLS.get(name) or SKILLS[name]
-                order = self._rng.permutation(text.split("\n", 1)[0].count(",") + 1)
+                arity = text.split("\n", 1)[0].count(",") + 1
+                order = self._rng.permutation(arity) if self.shuffle_parameters else range(arity)
                 self._variants[name] = (rename, tuple(int(i) for i in order))
             self._direct = {name for name in sorted(DIRECT_SKILLS) if self._rng.random() < 0.5 and name in self.skills}
             self._whole = bool(tasks) and self._rng.random() < 0.5

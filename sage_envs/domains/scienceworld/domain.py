@@ -36,6 +36,13 @@ ENV_STEP_LIMIT = 10**9
 UNKNOWN_INPUT = "No known action matches that input."
 """ScienceWorld's reply to a command its parser does not read: the state (and its valid actions) is unchanged."""
 JAVA_FIX = "install a Java runtime (Debian/Ubuntu: `apt-get install default-jre-headless`; `make java` does it)"
+JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
+"""Options of the simulator's JVM: every object's identity hash is the same constant. ScienceWorld keeps a room's and
+a container's objects in hash sets, which list them (in observations, in ambiguity prompts, in gold sequences' answers
+to them) in identity-hash order, and HotSpot's default hashes vary between JVMs and with what a JVM ran before: the
+same variation then read differently (and an ambiguity answer picked another object) after other chains. With one
+constant hash, a set lists its objects in the order they were added, which only the variation and the commands
+decide (benchmarks/scienceworld_determinism.py measures both effects and the cost)."""
 PACKAGE_FIX = "install it with `pip install scienceworld` (or the project's extra: `pip install -e '.[sciworld]'`)"
 
 
@@ -45,8 +52,15 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path(base).expanduser() / CACHE_SUBDIR
 
 
-def start_simulator() -> Any:
+_LAUNCH = threading.Lock()
+"""Held while a JVM is launched with :data:`JVM_OPTIONS` in the environment."""
+
+
+def start_simulator(jvm_options: str = JVM_OPTIONS) -> Any:
     """Start one ScienceWorld simulator (a ``scienceworld.ScienceWorldEnv``, a JVM of its own).
+
+    ``scienceworld`` launches its JVM without options; ``jvm_options`` reach it through ``JAVA_TOOL_OPTIONS``
+    (after any the user set), set for the launch only.
 
     Raises:
         DataNotFoundError: the ``scienceworld`` package or a Java runtime is missing (the message names the fix).
@@ -57,7 +71,16 @@ def start_simulator() -> Any:
         raise DataNotFoundError(f"SageChain-ScienceWorld-v0 needs the scienceworld package: {PACKAGE_FIX}.") from error
     if shutil.which("java") is None:  # py4j would fail with a bare FileNotFoundError
         raise DataNotFoundError(f"ScienceWorld's simulator runs on Java and no `java` is on PATH: {JAVA_FIX}.")
-    return ScienceWorldEnv("", envStepLimit=ENV_STEP_LIMIT)
+    with _LAUNCH:
+        user_options = os.environ.get("JAVA_TOOL_OPTIONS")
+        os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (user_options, jvm_options)))
+        try:
+            return ScienceWorldEnv("", envStepLimit=ENV_STEP_LIMIT)
+        finally:
+            if user_options is None:
+                del os.environ["JAVA_TOOL_OPTIONS"]
+            else:
+                os.environ["JAVA_TOOL_OPTIONS"] = user_options
 
 
 def task_id(task_name: str, variation: int, simplifications: str) -> str:
@@ -78,10 +101,10 @@ def parse_task_id(text: str) -> tuple[str, int, str]:
 
 
 def canonical(text: str) -> str:
-    """``text`` with each run of tab-indented lines (a room's contents) sorted.
+    """``text`` with each run of tab-indented lines (a room's contents) sorted, so that a room reads in name order.
 
-    ScienceWorld lists a room's objects in the order of their ids, which differ between two loads of one variation
-    in one simulator: sorted, the same variation reads the same every time (same seed, same transcript).
+    The order ScienceWorld lists them in is that of its hash sets: deterministic only under :data:`JVM_OPTIONS`,
+    which also orders the lists inside one line that this leaves as they are.
     """
     lines = text.split("\n")
     out: list[str] = []
@@ -125,7 +148,9 @@ class _GoldSource:
     def sequence(self, task_name: str, variation: int, simplifications: str, cache_dir: Any = None) -> list[str]:
         from scienceworld.version import __version__
 
-        cache = _JsonCache(cache_root(cache_dir) / f"gold-{__version__}" / f"{task_name}.json")
+        # Gold sequences answer ambiguity prompts by position: those of a JVM with other hashes (before
+        # JVM_OPTIONS) are not valid here, hence a folder of their own.
+        cache = _JsonCache(cache_root(cache_dir) / f"gold-{__version__}-constant-hash" / f"{task_name}.json")
         key = f"{variation}/{simplifications}"
         return list(cache.get(key, lambda: self._generate(task_name, variation, simplifications)))
 
