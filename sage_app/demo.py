@@ -168,8 +168,6 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
-    rl_train_chains: int | None = None
-    """RL plays only the first this many chains of the train split (``TrainConfig.train_chains``); None: all."""
     rl_save_every: int = 5
     """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
     rl_eval_every: int = 0
@@ -475,7 +473,6 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
-        train_chains=cfg.rl_train_chains,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
         eval_env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]},
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
