@@ -336,6 +336,23 @@ def test_a_run_saved_before_the_grammar_option_loads_as_wheel_trained():
     assert DemoConfig.load(path).train_command_grammar == "wheel"
 
 
+def test_the_sage_arms_sft_definitions_keep_the_canonical_parameter_order_unless_shuffled(tmp_path, monkeypatch):
+    # The expert's own orders: test_skill_grammar.py::test_a_varying_expert_writes_varied_definitions_...
+    domain, experts = domain_class(DemoConfig().env_id), []
+    make_expert = domain.expert
+    monkeypatch.setattr(domain, "expert", lambda **kwargs: experts.append(kwargs) or make_expert(**kwargs))
+    for shuffle in (False, True):
+        cfg = DemoConfig(output_dir=str(tmp_path / str(shuffle)), quick=True, sft_shuffle_parameters=shuffle)
+        cfg.expert_chains = 1
+        demo.expert_pairs(cfg, tmp_path / str(shuffle))
+    assert [(e["use_skills"], e["vary_definitions"], e["shuffle_parameters"]) for e in experts] == [
+        (True, 0, False), (False, None, False), (True, 0, True), (False, None, True)]  # fmt: skip
+    assert DemoConfig().sft_shuffle_parameters is False
+    saved = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo_dart" / "demo_config.json"
+    assert "sft_shuffle_parameters" not in json.loads(saved.read_text())  # a run from before the option
+    assert DemoConfig.load(saved).sft_shuffle_parameters is True  # ... trained on shuffled orders
+
+
 def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):
     from sage_app.demo import expert_pairs
 
