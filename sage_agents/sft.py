@@ -17,8 +17,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from sage_agents.policy import ENTITY_PATTERN, LLMPolicy, argument_options, skill_signatures
-from sage_agents.reskill.assertions import action_key, key_pattern, pattern_words
-from sage_agents.reskill.creator import skill_text
+from sage_agents.reskill.assertions import action_key, key_pattern
+from sage_agents.reskill.creator import next_action, skill_text, when_line
 from sage_envs import Skill, SkillLibrary
 
 
@@ -68,13 +68,12 @@ def guidance_skill(advice: Any, turn: int, previous: str | None) -> Skill:
     do; the text is the creator's layout (:func:`~sage_agents.reskill.creator.skill_text`): ``Right after you
     'go to'.`` / ``Next, do 'heat', e.g. heat egg 1 with microwave 1: the microwave can heat the egg.``
     """
-    key = action_key(advice.command)
     if turn == 0 or not previous:
-        trigger, pattern, when = "beginning", "", "At the start of a task."
+        trigger, pattern = "beginning", ""
     else:
         trigger, pattern = "action_pattern", key_pattern(action_key(previous))
-        when = f"Right after you '{pattern_words(pattern)}'."
-    text = skill_text(when, f"Next, do '{key}', e.g. {advice.command}: {advice.reason}.")
+    action = next_action(action_key(advice.command), advice.command, advice.reason)
+    text = skill_text(when_line(trigger, pattern), action)
     return Skill(name=advice.name, kind="guidance", text=text, trigger=trigger, pattern=pattern)
 
 

@@ -325,11 +325,27 @@ def _producer(episodes: Sequence[Episode], pattern: str) -> str | None:
     return _top(keys)
 
 
-def _do(key: str | None, example: str) -> str:
-    """``do 'heat', e.g. heat egg 1 with microwave 1`` (the action named, with a concrete command)."""
-    if not key:
-        return "choose the admissible command that moves the task on"
-    return f"do '{key}'" + (f", e.g. {example}" if example else "")
+
+
+WHEN = {"beginning": "At the start of a task.", "general": "When the task needs it."}
+"""The ``## When to Use`` line of a rule skill by trigger (an ``action_pattern`` one says "Right after you 'X'."),
+in the words of the policy's SFT guidance (:func:`sage_agents.sft.guidance_skill`)."""
+
+
+def when_line(trigger: str, pattern: str = "") -> str:
+    """The ``## When to Use`` line of a guidance skill: :data:`WHEN`, or "Right after you 'go to'." for a pattern."""
+    return WHEN.get(trigger) or f"Right after you '{pattern_words(pattern)}'."
+
+
+def next_action(key: str, example: str, reason: str = "") -> str:
+    """The ``## Action`` line of a guidance skill: what to do next, with a concrete command.
+
+    ``Next, do 'heat', e.g. heat egg 1 with microwave 1.`` (with a ``reason``: ``... microwave 1: the microwave
+    can heat the egg.``). The rule creator's skills and the guidance in the policy's SFT data
+    (:func:`sage_agents.sft.guidance_skill`) share it, so that a model trained on that data reads what the creator
+    writes. A rule skill's evidence (pass rates, the failure it addresses) goes to its description, for people.
+    """
+    return f"Next, do '{key}'" + (f", e.g. {example}" if example else "") + (f": {reason}." if reason else ".")
 
 
 def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]:
@@ -337,13 +353,13 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
 
     The advice is aimed at the situation the assertion diagnosed in the failed episodes
     (:func:`diagnosed_turns`): the first trigger tried fires after the action that most often comes just before
-    it there, and the action text names the command to send then (what successes do, with a concrete example)
-    rather than a rule in the abstract.
+    it there, and the action text (:func:`next_action`) names the command to send then: what successes do, with
+    a concrete example, never a rule in the abstract; a behaviour to avoid is advised as what to do instead.
 
     Returns:
-        ``{"name", "description", "when", "action", "example", "triggers": [(trigger, pattern), ...]}``; the
-        triggers are tried in order until one verifies; ``when`` is the text for a ``general`` or ``beginning``
-        trigger (:meth:`RuleCreator.author` writes "Right after you '...'" for an ``action_pattern``).
+        ``{"name", "description", "action", "triggers": [(trigger, pattern), ...]}``; the triggers are tried in
+        order until one verifies (:meth:`RuleCreator.author` writes the ``## When to Use`` line of each); the
+        action is None when the evidence names nothing to do (no skill is written then).
     """
     a, good = rates.assertion, rates.contrast >= 0
     p = a.params
@@ -358,138 +374,71 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     def after(key: str | None) -> list[tuple[str, str]]:
         return [("action_pattern", key_pattern(key))] if key else []
 
+    def advice(
+        name: str, description: str, key: str | None, example: str, triggers: list, otherwise: str | None = None
+    ) -> dict[str, Any]:
+        action = next_action(key, example) if key else otherwise  # None: the evidence names nothing to do
+        return {"name": name, "description": f"{description} {stats}", "action": action, "triggers": triggers}
+
     situation = _before_turns(sources)  # the key just before the diagnosed turns
     if a.check in ("action_exists", "action_not_exists"):
         word = pattern_words(p["pattern"])
-        do = (a.check == "action_exists") == good
-        if do:
+        if (a.check == "action_exists") == good:
             pre = _predecessor(wins, p["pattern"])
-            example = _example(wins, p["pattern"])
-            return {
-                "name": f"use_{_slug(word)}",
-                "description": f"Successful episodes use '{word}'.",
-                "when": "When the task needs it.",
-                "action": f"Next, {_do(word, example)}: successes use '{word}' {stats}.",
-                "example": "",
-                "triggers": [*after(pre), beginning, general],
-            }
+            return advice(f"use_{_slug(word)}", f"Successful episodes use '{word}'.", word,
+                          _example(wins, p["pattern"]), [*after(pre), beginning, general])  # fmt: skip
         instead, example = _next_step(wins, situation)
-        return {
-            "name": f"avoid_{_slug(word)}",
-            "description": f"Failed episodes use '{word}'.",
-            "when": "Before choosing an action.",
-            "action": f"Do not '{word}' now; {_do(instead, example)} instead: '{word}' goes with failure {stats}.",
-            "example": f"Don't: {_example(losses, p['pattern'])}" if _example(losses, p["pattern"]) else "",
-            "triggers": [*after(situation), general],
-        }
+        seen = _example(losses, p["pattern"])
+        return advice(f"avoid_{_slug(word)}", f"Failed episodes use '{word}' (e.g. {seen}).", instead, example,
+                      [*after(situation), general])  # fmt: skip
     if a.check == "action_before":
         first, second = pattern_words(p["first"]), pattern_words(p["second"])
         if good:
-            example = _example(wins, p["first"])
-            return {
-                "name": _slug(f"{first}_before_{second}"),
-                "description": f"Order: '{first}' before '{second}'.",
-                "when": f"Before you '{second}'.",
-                "action": f"Before you '{second}', {_do(first, example)} first {stats}.",
-                "example": "",
-                "triggers": [*after(situation), *after(_predecessor(wins, p["second"])), beginning, general],
-            }
-        example = _example(wins, p["second"])
-        return {
-            "name": _slug(f"{first}_only_after_{second}"),
-            "description": f"Order: '{first}' only after '{second}'.",
-            "when": f"Before you '{first}'.",
-            "action": f"Do not '{first}' yet: {_do(second, example)} first {stats}.",
-            "example": "",
-            "triggers": [*after(situation), beginning, general],
-        }
+            triggers = [*after(situation), *after(_predecessor(wins, p["second"])), beginning, general]
+            return advice(_slug(f"{first}_before_{second}"), f"Order: '{first}' before '{second}'.", first,
+                          _example(wins, p["first"]), triggers)  # fmt: skip
+        return advice(_slug(f"{first}_only_after_{second}"), f"Order: '{first}' only after '{second}'.", second,
+                      _example(wins, p["second"]), [*after(situation), beginning, general])  # fmt: skip
     if a.check == "no_consecutive_repeat":
         instead, example = _next_step(wins, situation) if situation else (None, "")
-        return {
-            "name": f"no_repeat_{_slug(situation)}" if situation else "no_repeats",
-            "description": "Do not repeat the same action twice in a row.",
-            "when": "After every action.",
-            "action": f"Do not send the same command again: it has already been done; {_do(instead, example)} "
-            f"instead {stats}.",
-            "example": "",
-            "triggers": [*after(situation), general],
-        }
+        # without a success to copy (a failure-only diagnosis), the repeat itself is what to stop
+        return advice(f"no_repeat_{_slug(situation)}" if situation else "no_repeats",
+                      "Do not repeat the same action twice in a row.", instead, example, [*after(situation), general],
+                      otherwise="Do not send the same command again: it has already been done.")  # fmt: skip
     if a.check == "final_action":
         word = pattern_words(p["pattern"])
-        if not good:  # failures end with it: say so, do not advise finishing with it
-            example = _example(losses, p["pattern"])
-            instead, done_example = _next_step(wins, situation)
-            return {
-                "name": f"not_done_after_{_slug(word)}",
-                "description": f"Failed episodes end with '{word}'.",
-                "when": "Before choosing an action.",
-                "action": f"Ending on '{word}' goes with failure {stats}: the task is not done yet; "
-                f"{_do(instead, done_example)}.",
-                "example": f"Not the end: {example}" if example else "",
-                "triggers": [*after(situation), general],
-            }
+        if not good:  # failures end with it: the task is not done there; advise what successes do next
+            instead, example = _next_step(wins, situation)
+            return advice(f"not_done_after_{_slug(word)}",
+                          f"Failed episodes end with '{word}' (e.g. {_example(losses, p['pattern'])}).", instead,
+                          example, [*after(situation), general])  # fmt: skip
         pre = _predecessor(wins, p["pattern"])
-        example = _example(wins, p["pattern"])
-        return {
-            "name": f"finish_with_{_slug(word)}",
-            "description": f"Successful episodes end with '{word}'.",
-            "when": "When you are ready to complete the task.",
-            "action": f"Complete the task: {_do(word, example)} {stats}.",
-            "example": "",
-            "triggers": [*after(pre), *after(situation), general],
-        }
+        return advice(f"finish_with_{_slug(word)}", f"Successful episodes end with '{word}'.", word,
+                      _example(wins, p["pattern"]), [*after(pre), *after(situation), general])  # fmt: skip
     if a.check in ("max_steps", "min_steps"):
-        n = p["n"]
         short = (a.check == "max_steps") == good
-        first, example = _next_step(wins, None)
-        return {
-            "name": "be_efficient" if short else "be_thorough",
-            "description": "Keep episodes short." if short else "Do not stop too early.",
-            "when": "At the start of a task." if short else "Before you finish.",
-            "action": (
-                f"Plan the shortest route: successes take at most {n} actions {stats}; start: {_do(first, example)}."
-                if short
-                else f"Do not stop early: check every step of the task; successes take at least {n} actions {stats}."
-            ),
-            "example": "",
-            "triggers": [beginning, general],
-        }
+        first, example = _next_step(wins, None) if short else (None, "")  # "be thorough" names no command
+        return advice("be_efficient" if short else "be_thorough",
+                      f"Successes take at {'most' if short else 'least'} {p['n']} actions.", first, example,
+                      [beginning, general])  # fmt: skip
     if a.check == "action_count":
         word, high = pattern_words(p["pattern"]), p.get("max")
-        instead, example = _next_step(wins, action_key(_example(losses, p["pattern"])) or None)
-        return {
-            "name": f"limit_{_slug(word)}",
-            "description": f"Do not overuse '{word}'.",
-            "when": f"After a '{word}' action.",
-            "action": f"Use '{word}' at most {high} times per task; after that {_do(instead, example)} {stats}."
-            if good
-            else f"Do not hold back on '{word}' {stats}.",
-            "example": "",
-            "triggers": [*after(situation), ("action_pattern", p["pattern"]), general],
-        }
+        if good:
+            instead, example = _next_step(wins, action_key(_example(losses, p["pattern"])) or None)
+            return advice(f"limit_{_slug(word)}", f"Use '{word}' at most {high} times per task.", instead,
+                          example, [*after(situation), ("action_pattern", p["pattern"]), general])  # fmt: skip
+        return advice(f"limit_{_slug(word)}", f"Do not hold back on '{word}'.", word, _example(wins, p["pattern"]),
+                      [*after(situation), ("action_pattern", p["pattern"]), general])  # fmt: skip
     phrase = pattern_words(p["pattern"])
     if good:  # successes see it: name the action that makes it appear
         maker = _producer(wins, p["pattern"])
         pre = _predecessor(wins, key_pattern(maker)) if maker else None
-        return {
-            "name": f"watch_{_slug(phrase)}",
-            "description": f"Observations with '{phrase}'.",
-            "when": "When the task needs it.",
-            "action": f"{_do(maker, _example(wins, key_pattern(maker)) if maker else '').capitalize()}: it shows "
-            f"'{phrase}', which goes with success {stats}.",
-            "example": "",
-            "triggers": [*after(pre), beginning, general],
-        }
+        return advice(f"watch_{_slug(phrase)}", f"Observations with '{phrase}' go with success.", maker,
+                      _example(wins, key_pattern(maker)) if maker else "",
+                      [*after(pre), beginning, general])  # fmt: skip
     instead, example = _next_step(wins, situation)
-    return {
-        "name": f"watch_{_slug(phrase)}",
-        "description": f"Observations with '{phrase}'.",
-        "when": f"When you see '{phrase}'.",
-        "action": f"'{phrase}' means the last command did not work: do not send it again; {_do(instead, example)} "
-        f"{stats}.",
-        "example": "",
-        "triggers": [*after(situation), general],
-    }
+    return advice(f"watch_{_slug(phrase)}", f"'{phrase}': the last command did not work.", instead, example,
+                  [*after(situation), general])  # fmt: skip
 
 
 class RuleCreator(Creator):
@@ -534,14 +483,16 @@ class RuleCreator(Creator):
             ``(skill or None, verification problems met on the way)``.
         """
         advice = rule_advice(rates, episodes)
+        if advice["action"] is None:
+            problem = f"skill {advice['name']!r}: the episodes show no command to advise"
+            self.reject(advice["name"], problem)
+            return None, [problem]
         sources = source_failures(rates, episodes)
         problems: list[str] = []
         for trigger, pattern in triggers if triggers is not None else advice["triggers"]:
             # the text says when it is shown: right after the action its trigger matches
-            when = f"Right after you '{pattern_words(pattern)}'." if pattern else advice["when"]
-            text = prefix + skill_text(when, advice["action"], advice["example"])
-            if len(text) > self.max_chars:
-                text = _clip(prefix + skill_text(when, advice["action"]), self.max_chars)
+            when = when_line(trigger, pattern)
+            text = _clip(prefix + skill_text(when, advice["action"]), self.max_chars)
             try:
                 skill = Skill(
                     name=advice["name"],

@@ -131,9 +131,29 @@ def test_the_rule_creator_records_skills_the_policy_cannot_read():
     from sage_agents.models import build_tokenizer
 
     creator = RuleCreator(tokenizer=build_tokenizer(include_alfworld=False))
-    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=1) is None  # its templates use "successes"
-    assert creator.rejections and all("tokenizer does not know" in r["reason"] for r in creator.rejections)
+    assert creator.create(make_heat_reservoir(), VersionRegistry(), step=1) is None  # no "Next", "egg", ...
+    reasons = [r["reason"] for r in creator.rejections]
+    assert any("tokenizer does not know" in r for r in reasons)
+    assert all("tokenizer does not know" in r or "no command to advise" in r for r in reasons)
     assert "tokenizer does not know" in creator.last_error
+
+
+def test_rule_skills_speak_the_words_of_the_sft_guidance_so_an_sft_policy_can_read_them():
+    from types import SimpleNamespace
+
+    from sage_agents.models import build_tokenizer
+    from sage_agents.sft import guidance_skill
+
+    # The vocabulary of a policy whose SFT prompts showed guidance (the demo's sft_guidance): the layout's words,
+    # the domain's, and nothing of the rule creator's statistics
+    advice = SimpleNamespace(name="heat_egg", command="heat egg 1 with microwave 1", reason="the task needs the egg")
+    shown = [guidance_skill(advice, turn, previous).text for turn, previous in ((0, None), (3, "take egg 1"))]
+    creator = RuleCreator(tokenizer=build_tokenizer(shown))
+    bundle = creator.create(make_heat_reservoir(), VersionRegistry(), step=1)
+    assert bundle is not None and bundle.operations, creator.last_error
+    for op in bundle.operations:
+        assert unknown_words(op.skill.text, creator.tokenizer) == [] and "successes" not in op.skill.text
+        assert "successes" in op.skill.description  # the evidence, for people
 
 
 # ---------------------------------------------------------------------------------------------- RULE
@@ -209,8 +229,9 @@ def test_final_action_advice_follows_the_sign_of_the_contrast():
     ends_walking = pass_rates(Assertion("final_action", {"pattern": r"^go\ to\b"}, "ends with 'go to'"), episodes)
     assert ends_walking.contrast < 0
     skill, _ = RuleCreator().author(ends_walking, episodes)
-    assert skill.name == "not_done_after_go_to" and "Complete the task with" not in skill.text
-    assert "goes with failure (0% of successes vs 100% of failures pass)" in skill.text
+    assert skill.name == "not_done_after_go_to" and "do 'go to'" not in skill.text
+    assert "end with 'go to' (e.g. go to desk 1). (0% of successes vs 100% of failures pass)" in skill.description
+    assert skill.text.endswith("Next, do 'take', e.g. take pen 1 from desk 1.")  # what successes do there
     ends_moving = pass_rates(Assertion("final_action", {"pattern": r"^move\b"}, "ends with 'move'"), episodes)
     skill, _ = RuleCreator().author(ends_moving, episodes)
     assert ends_moving.contrast > 0 and skill.name == "finish_with_move"
@@ -220,7 +241,7 @@ def test_final_action_advice_follows_the_sign_of_the_contrast():
         "action_pattern",
         r"^go\ to\b",
     ) and "Right after you 'go to'." in skill.text
-    assert "Complete the task: do 'move', e.g. move pen 1 to shelf 1" in skill.text
+    assert "Next, do 'move', e.g. move pen 1 to shelf 1." in skill.text
 
 
 def test_a_rejected_behaviour_is_not_reproposed_with_drifted_counts():
@@ -250,7 +271,7 @@ def test_rule_creator_without_any_success_falls_back_on_failure_patterns():
     # shown right after the action the failures repeat (where they went wrong), not on every turn
     assert (op.op, op.name, op.skill.trigger) == ("add", "no_repeat_go_to", "action_pattern")
     assert op.skill.pattern == r"^go\ to\b" and "Do not send the same command again" in op.skill.text
-    assert "75% of 8 failed episodes break this" in op.skill.text
+    assert "75% of 8 failed episodes break this" in op.skill.description
     calm = [ep(["go to desk 1", "look"]) for _ in range(8)]  # failures that do not repeat: nothing to say
     assert RuleCreator().create(calm, VersionRegistry(), step=3) is None
 
