@@ -472,12 +472,10 @@ class RuleCreator(Creator):
         rates: PassRates,
         episodes: Sequence[Episode],
         triggers: Sequence[tuple[str, str]] | None = None,
-        prefix: str = "",
     ) -> tuple[Skill | None, list[str]]:
         """Write a skill for one assertion, trying its triggers in order until one passes :meth:`check`.
 
-        ``prefix`` goes before the text. A skill none of whose triggers passes is recorded in :attr:`rejections`
-        with the last problem.
+        A skill none of whose triggers passes is recorded in :attr:`rejections` with the last problem.
 
         Returns:
             ``(skill or None, verification problems met on the way)``.
@@ -492,7 +490,7 @@ class RuleCreator(Creator):
         for trigger, pattern in triggers if triggers is not None else advice["triggers"]:
             # the text says when it is shown: right after the action its trigger matches
             when = when_line(trigger, pattern)
-            text = _clip(prefix + skill_text(when, advice["action"]), self.max_chars)
+            text = _clip(skill_text(when, advice["action"]), self.max_chars)
             try:
                 skill = Skill(
                     name=advice["name"],
@@ -575,7 +573,7 @@ class RuleCreator(Creator):
                     continue
                 if any(op.name == skill.name for op in ops):
                     continue
-                new, found = self.author(rates, episodes, triggers=[("general", "")], prefix="Important. ")
+                new, found = self.author(rates, episodes, triggers=[("general", "")])
                 if new is not None:
                     new.name = skill.name
                     reason = f"still separates outcomes ({rates.contrast:+.2f}) with trigger {skill.trigger}"
