@@ -199,11 +199,9 @@ class TrainConfig:
     eval_chains: int = 16
     """Evaluation plays the first this many chains of ``eval_split`` once each, ``group_size`` at a time."""
     eval_from_bank: bool = True
-    """SAGE's evaluation chains start from its skill bank, as a trained agent is played; False: from an empty
-    library (the paper's protocol, the demo's evaluation)."""
+    """SAGE's evaluation chains start from its skill bank (False: an empty library, the paper's protocol)."""
     eval_env_kwargs: dict[str, Any] | None = None
-    """``gymnasium.make`` kwargs of the evaluation envs; None = ``env_kwargs``. E.g. the demo trains on games that
-    speak both command grammars and evaluates on the split's own, as its final evaluation does."""
+    """``gymnasium.make`` kwargs of the evaluation envs (None = ``env_kwargs``), e.g. without a training grammar."""
     keep_checkpoints: int = 2
     """Most recent checkpoints kept on disk."""
     resume: bool = False
