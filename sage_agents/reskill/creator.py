@@ -325,8 +325,6 @@ def _producer(episodes: Sequence[Episode], pattern: str) -> str | None:
     return _top(keys)
 
 
-
-
 WHEN = {"beginning": "At the start of a task.", "general": "When the task needs it."}
 """The ``## When to Use`` line of a rule skill by trigger (an ``action_pattern`` one says "Right after you 'X'."),
 in the words of the policy's SFT guidance (:func:`sage_agents.sft.guidance_skill`)."""
@@ -374,6 +372,10 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     def after(key: str | None) -> list[tuple[str, str]]:
         return [("action_pattern", key_pattern(key))] if key else []
 
+    def failing(pattern: str) -> str:  # a failure's action for the description, when there is one
+        seen = _example(losses, pattern)
+        return f" (e.g. {seen})" if seen else ""
+
     def advice(
         name: str, description: str, key: str | None, example: str, triggers: list, otherwise: str | None = None
     ) -> dict[str, Any]:
@@ -388,9 +390,8 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
             return advice(f"use_{_slug(word)}", f"Successful episodes use '{word}'.", word,
                           _example(wins, p["pattern"]), [*after(pre), beginning, general])  # fmt: skip
         instead, example = _next_step(wins, situation)
-        seen = _example(losses, p["pattern"])
-        return advice(f"avoid_{_slug(word)}", f"Failed episodes use '{word}' (e.g. {seen}).", instead, example,
-                      [*after(situation), general])  # fmt: skip
+        return advice(f"avoid_{_slug(word)}", f"Failed episodes use '{word}'{failing(p['pattern'])}.", instead,
+                      example, [*after(situation), general])  # fmt: skip
     if a.check == "action_before":
         first, second = pattern_words(p["first"]), pattern_words(p["second"])
         if good:
@@ -410,7 +411,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         if not good:  # failures end with it: the task is not done there; advise what successes do next
             instead, example = _next_step(wins, situation)
             return advice(f"not_done_after_{_slug(word)}",
-                          f"Failed episodes end with '{word}' (e.g. {_example(losses, p['pattern'])}).", instead,
+                          f"Failed episodes end with '{word}'{failing(p['pattern'])}.", instead,
                           example, [*after(situation), general])  # fmt: skip
         pre = _predecessor(wins, p["pattern"])
         return advice(f"finish_with_{_slug(word)}", f"Successful episodes end with '{word}'.", word,
