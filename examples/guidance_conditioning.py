@@ -2,15 +2,18 @@
 
     python examples/guidance_conditioning.py --quick            # a smoke run (tests)
     python examples/guidance_conditioning.py --train-chains 200 --eval-chains 40
+    python examples/guidance_conditioning.py --model runs/demo/sft/model --eval-chains 40   # the demo's SFT model
 
 1. The observation-only expert plays generated ``train`` chains; its turns become SFT pairs in the demo's prompt
    format, a share of them showing a guidance skill made for the turn (it names the expert's action), a share one
    made for another task and verb, the rest none (``sage_agents.sft.GuidanceMix``, ``collect_expert_pairs``).
-2. A tiny model (word-level tokenizer, as in the demo) is warm-started on them.
-3. It plays held-out ``valid_unseen`` chains three times (greedy, constrained): shown, on every turn, the guidance
+2. A tiny model (word-level tokenizer, as in the demo) is warm-started on them (``--model``: an SFT model made
+   elsewhere, e.g. by the demo, is evaluated instead; the turns then only supply other tasks' advice).
+3. It plays held-out ``valid_unseen`` chains four times (greedy, constrained): shown, on every turn, the guidance
    skill made from what the expert would do there (the expert shadows the model's own path:
-   ``expert_guidance.ShadowExpert``), or nothing, or a skill made for another situation. Printed: TGC (tasks
-   completed) and the share of turns on which the model sent the expert's command.
+   ``expert_guidance.ShadowExpert``), the same verb's guidance made for another task (its example names another
+   game's objects, as ReSkill's rule skills do), nothing, or a skill made for another situation. Printed: TGC
+   (tasks completed) and the share of turns on which the model sent the expert's command.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import time
 import gymnasium as gym
 
 import sage_envs  # noqa: F401
-from sage_agents.models import build_tiny_model, build_tokenizer
+from sage_agents.models import build_tiny_model, build_tokenizer, load_policy
 from sage_agents.policy import LLMPolicy
+from sage_agents.reskill.assertions import action_key
 from sage_agents.sft import (
     GuidanceMix,
     add_guidance,
+    advice_elsewhere,
     collect_expert_turns,
     guidance_skill,
     other_advice,
@@ -40,13 +45,14 @@ from sage_app.demo import DemoConfig
 from sage_envs.domains.alfworld import AlfworldExpert
 from sage_envs.domains.alfworld.expert_guidance import ShadowExpert, advise
 
-CONDITIONS = ("relevant", "none", "irrelevant")
+CONDITIONS = ("relevant", "elsewhere", "none", "irrelevant")
 
 
 def play(policy: LLMPolicy, env_kwargs: dict, chains: list[int], condition: str, pool: list, batch: int = 8) -> dict:
     """Play ``chains`` of ``valid_unseen`` greedily, shown ``condition``'s guidance; TGC and expert agreement.
 
-    ``pool``: ``(task sentence, advice)`` pairs the irrelevant guidance is drawn from (:func:`other_advice`).
+    ``pool``: ``(task sentence, advice)`` pairs the other tasks' guidance is drawn from (:func:`advice_elsewhere`,
+    :func:`other_advice`).
     """
     rng = random.Random(0)
     tasks = successes = agree = turns = 0
@@ -67,6 +73,8 @@ def play(policy: LLMPolicy, env_kwargs: dict, chains: list[int], condition: str,
                 earlier = [action for _, action in histories[i]]
                 if condition == "relevant":
                     advice = advise(obs["task"], earlier, wanted[i])
+                elif condition == "elsewhere":
+                    advice = advice_elsewhere(rng, pool, obs["task"], wanted[i])
                 elif condition == "irrelevant":
                     advice = other_advice(rng, pool, obs["task"], wanted[i])
                 else:
@@ -108,6 +116,8 @@ def main() -> None:
     parser.add_argument("--eval-max-steps", type=int, default=30, help="turns per task in the evaluation")
     parser.add_argument("--relevant", type=float, default=GuidanceMix.relevant, help="GuidanceMix.relevant")
     parser.add_argument("--irrelevant", type=float, default=GuidanceMix.irrelevant, help="GuidanceMix.irrelevant")
+    parser.add_argument("--own-example", type=float, default=GuidanceMix.own_example, help="GuidanceMix.own_example")
+    parser.add_argument("--model", help="evaluate this SFT model folder (e.g. runs/demo/sft/model) instead of training")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
@@ -120,9 +130,29 @@ def main() -> None:
     turns = collect_expert_turns(env, AlfworldExpert(use_skills=False), range(args.train_chains), seed=args.seed)
     env.close()
     pool = [(t.obs["task"], a) for t in turns if (a := advise(t.obs["task"], t.earlier, t.action)) is not None]
-    add_guidance(turns, GuidanceMix(args.relevant, args.irrelevant, seed=args.seed), advise)
+    if args.model:
+        model, tokenizer = load_policy(args.model)
+        print(f"SFT model: {args.model}; {len(pool)} advised turns of {args.train_chains} train chains to draw from")
+    else:
+        model, tokenizer = train_model(args, cfg, turns)
+    model.eval()
+    policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
+    chains = list(range(args.eval_chains))
+    print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
+    print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
+    print("|---|---|---|---|---|")
+    for condition in CONDITIONS:
+        r = play(policy, {**cfg.env_kwargs, "max_steps_per_task": args.eval_max_steps}, chains, condition, pool)
+        print(f"| {condition} | {100 * r['tgc']:.1f}% | {r['tasks']} | {100 * r['agreement']:.1f}% | {r['turns']} |")
+    print(f"\nwall time {time.perf_counter() - start:.0f} s")
+
+
+def train_model(args: argparse.Namespace, cfg: DemoConfig, turns: list) -> tuple:
+    """Stages 1-2: guidance in the turns' prompts (``GuidanceMix``), then SFT of a tiny model on them."""
+    mix = GuidanceMix(args.relevant, args.irrelevant, own_example=args.own_example, seed=args.seed)
+    add_guidance(turns, mix, advise)
     guided = sum("Guidance:" in t.obs["skills"] for t in turns)
-    relevant = sum(f"e.g. {t.action}:" in t.obs["skills"] for t in turns)
+    relevant = sum(f"Next, do '{action_key(t.action)}'" in t.obs["skills"] for t in turns)  # its verb, own or not
 
     formatter, tokenizer = build_tiny_model(hidden=32, layers=1)  # only formats prompts here
     prompter = LLMPolicy(formatter, tokenizer, **cfg.prompt_kwargs)
@@ -139,17 +169,7 @@ def main() -> None:
     print(f"SFT: {len(pairs)} expert turns from {args.train_chains} train chains ({relevant} with relevant guidance, "
           f"{guided - relevant} irrelevant, {len(pairs) - guided} none), {len(train)} after reweighting, "
           f"loss {metrics['train_loss']:.3f}")  # fmt: skip
-
-    model.eval()
-    policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
-    chains = list(range(args.eval_chains))
-    print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
-    print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
-    print("|---|---|---|---|---|")
-    for condition in CONDITIONS:
-        r = play(policy, {**cfg.env_kwargs, "max_steps_per_task": args.eval_max_steps}, chains, condition, pool)
-        print(f"| {condition} | {100 * r['tgc']:.1f}% | {r['tasks']} | {100 * r['agreement']:.1f}% | {r['turns']} |")
-    print(f"\nwall time {time.perf_counter() - start:.0f} s")
+    return model, tokenizer
 
 
 if __name__ == "__main__":

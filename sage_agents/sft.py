@@ -48,6 +48,12 @@ class GuidanceMix:
     """Share of turns shown a guidance skill made for a turn of another task (another task sentence) and with
     another verb, shown here as a skill whose trigger fires where it does not apply: the model learns to ignore
     it. The rest of the turns show none."""
+    own_example: float = 0.0
+    """Share of the relevant guidance whose example is the turn's own command (what the expert sends); the rest
+    show the advice of another task with the same verb (:func:`advice_elsewhere`): the verb applies, its example's
+    objects are another game's, as in ReSkill's rule skills, whose examples come from other episodes. A model shown
+    only its own commands can learn to copy the example instead of reading the verb (docs/reskill.md, "Guidance
+    conditioning")."""
     seed: int = 0
     """Seed of the draws (which turns get which guidance, which irrelevant skill): the same seed, the same pairs."""
 
@@ -57,6 +63,8 @@ class GuidanceMix:
                 f"GuidanceMix shares relevant={self.relevant}, irrelevant={self.irrelevant} must each be in [0, 1] "
                 "with a sum of at most 1 (the rest of the turns show no guidance)."
             )
+        if not 0 <= self.own_example <= 1:
+            raise ValueError(f"GuidanceMix.own_example={self.own_example} is a share: it must be in [0, 1].")
 
 
 def guidance_skill(advice: Any, turn: int, previous: str | None) -> Skill:
@@ -252,9 +260,26 @@ def other_advice(rng: random.Random, pool: Sequence[tuple[str, Any]], task: str,
     Guidance for another situation: it names neither this task's situation nor the verb of the action to take.
     ``tries`` random draws; None when none of them fits (the turn is then shown no guidance).
     """
-    verb = action_key(action)
+    return _advice_of_another_task(rng, pool, task, tries, lambda verb: verb != action_key(action))
+
+
+def advice_elsewhere(
+    rng: random.Random, pool: Sequence[tuple[str, Any]], task: str, action: str, tries: int = 20
+) -> Any:
+    """Advice of ``pool`` for another task with the verb of ``action``: what to do applies here, its example does not.
+
+    ReSkill's rule creator writes its examples from other episodes ("Next, do 'open', e.g. open cabinet 8." in a
+    game whose cabinet is 3): the verb is the advice, the objects are another game's. ``tries`` random draws; None
+    when none of them fits.
+    """
+    return _advice_of_another_task(rng, pool, task, tries, lambda verb: verb == action_key(action))
+
+
+def _advice_of_another_task(
+    rng: random.Random, pool: Sequence[tuple[str, Any]], task: str, tries: int, verb_fits: Callable[[str], bool]
+) -> Any:
     for other_task, advice in (rng.choice(pool) for _ in range(tries if pool else 0)):
-        if other_task != task and action_key(advice.command) != verb:
+        if other_task != task and verb_fits(action_key(advice.command)):
             return advice
     return None
 
@@ -264,8 +289,9 @@ def add_guidance(
 ) -> None:
     """Show relevant, irrelevant or no guidance in each turn's observation, in ``mix``'s shares (in place).
 
-    Relevant: the turn's own advice (``advise(task, earlier, action)``); irrelevant: :func:`other_advice` from the
-    advice of the other turns. Each is shown as :func:`guidance_skill` written for the turn
+    Relevant: the turn's own advice (``advise(task, earlier, action)``), or in ``1 - mix.own_example`` of them
+    :func:`advice_elsewhere` (the turn's own when no other task's fits); irrelevant: :func:`other_advice`; both
+    drawn from the advice of the other turns. Each is shown as :func:`guidance_skill` written for the turn
     (:func:`shown_guidance`). Turns ``advise`` returns None for keep their observation.
     """
     rng = random.Random(mix.seed)
@@ -276,7 +302,8 @@ def add_guidance(
             continue
         draw = rng.random()
         if draw < mix.relevant:
-            chosen = own
+            elsewhere = rng.random() >= mix.own_example
+            chosen = (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or own
         elif draw < mix.relevant + mix.irrelevant:
             chosen = other_advice(rng, pool, turn.obs["task"], turn.action)
         else:

@@ -50,12 +50,20 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
             {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
         ),
         "train_command_grammar": "mixed",
-        "quick_max_steps_per_task": 8,
+        "quick": {
+            "max_steps_per_task": 15,
+            "sft_epochs": 20.0,
+            "sft_completion_only": True,
+            "sft_action_weights": {},
+            "group_size": 8,
+        },
     },
 }
 """Per env id, what a :class:`DemoConfig` field left None becomes: settings measured on that env (docs/demo.md,
-"Choices, and why"). ``quick_max_steps_per_task`` is the turn budget of ``--quick`` (ALFWorld's expert needs ~4
-turns per task with skills). An env without an entry gets the domain-neutral choices each field names."""
+"Choices, and why"). ``quick`` holds what ``--quick`` sets on top of its generic sizes: on ALFWorld, SFT that
+nearly memorises the expert's dozen chains (20 epochs on every turn's action alone, ``go to`` turns kept), 15 turns
+per task and groups of 8, so that some RL rollouts on those chains succeed and every arm's update moves its
+weights (docs/demo.md). An env without an entry gets the domain-neutral choices each field names."""
 LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10}
 """What ``--long`` sets (the other fields keep their values): 100 RL steps per arm, a held-out evaluation every
 10 (the first 50 chains of the evaluation split, ~1.5 minutes each here), a checkpoint at each."""
@@ -75,7 +83,9 @@ class DemoConfig:
     seed: int = 0
     """Seed of the tiny model, SFT data order, RL sampling and chain order (the same for every arm)."""
     quick: bool = False
-    """Smoke run: a few chains and steps per stage (about two minutes), for tests."""
+    """Smoke run: a few chains and steps per stage (a few minutes), for tests; RL replays the expert's chains
+    (``rl_train_chains``), and on ALFWorld the SFT model nearly memorises them (``ENV_DEFAULTS``' ``quick``), so
+    that some rollouts succeed and RL moves every arm's weights."""
     long: bool = False
     """The learning run (``make demo-long``, issue 20 item 3): every arm trains :data:`LONG` ``rl_steps`` from the
     same SFT checkpoint, with a held-out evaluation every ``rl_eval_every`` steps (the learning curves), and the
@@ -168,6 +178,9 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
+    rl_train_chains: int | None = None
+    """RL plays only the first this many chains of the train split (``TrainConfig.train_chains``); None: all.
+    ``--quick`` sets ``expert_chains``: RL then replays the chains its SFT data came from."""
     rl_save_every: int = 5
     """RL checkpoint every this many steps (and at the end); a killed arm resumes from its last checkpoint."""
     rl_eval_every: int = 0
@@ -269,8 +282,9 @@ class DemoConfig:
             quick = {
                 "expert_chains": 12, "tiny_hidden": 64, "tiny_layers": 2, "sft_epochs": 1.0, "rl_steps": 2,
                 "group_size": 2, "eval_chains": 3, "workers": 1, "rl_save_every": 1,
-                "max_steps_per_task": defaults.get("quick_max_steps_per_task", self.max_steps_per_task),
+                **copy.deepcopy(defaults.get("quick", {})),
             }  # fmt: skip
+            quick.setdefault("rl_train_chains", quick["expert_chains"])  # RL replays the chains SFT learnt from
             for name, value in quick.items():
                 setattr(self, name, value)
 
@@ -475,7 +489,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         algo=arm, env_id=cfg.env_id, split=domain_class(cfg.env_id).splits[0], eval_split=cfg.eval_split,
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
-        total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        train_chains=cfg.rl_train_chains, total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
+        save_every=cfg.rl_save_every,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
         eval_env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]},
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],

@@ -308,11 +308,26 @@ def test_rule_skills_reports_where_the_rule_creators_skills_are_shown(monkeypatc
     assert len(rows) == skills
 
 
-def test_guidance_conditioning_trains_with_guidance_and_prints_the_three_rows(monkeypatch, capsys):
+def conditioning_rows(out: str) -> list[str]:
+    rows = re.findall(r"^\| (\w+) \| ([\d.]+)% \| (\d+) \| ([\d.]+)% \| (\d+) \|$", out, re.M)
+    for _, tgc, tasks, agreement, turns in rows:
+        assert int(tasks) == 4 and int(turns) >= int(tasks) and 0 <= float(tgc) <= 100 and 0 <= float(agreement) <= 100
+    return [r[0] for r in rows]
+
+
+def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(monkeypatch, capsys):
     out = run_main("guidance_conditioning", ["--quick"], monkeypatch, capsys)
     sft = re.search(r"SFT: (\d+) expert turns .*\((\d+) with relevant guidance, (\d+) irrelevant, (\d+) none\)", out)
     assert sft and int(sft[1]) == sum(int(sft[i]) for i in (2, 3, 4)) > 0
-    rows = re.findall(r"^\| (relevant|none|irrelevant) \| ([\d.]+)% \| (\d+) \| ([\d.]+)% \| (\d+) \|$", out, re.M)
-    assert [r[0] for r in rows] == ["relevant", "none", "irrelevant"]
-    for _, tgc, tasks, agreement, turns in rows:
-        assert int(tasks) == 4 and int(turns) >= int(tasks) and 0 <= float(tgc) <= 100 and 0 <= float(agreement) <= 100
+    assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]
+
+
+def test_guidance_conditioning_evaluates_a_saved_model(monkeypatch, capsys, tmp_path):
+    from sage_agents.models import build_tiny_model
+
+    model, tokenizer = build_tiny_model(hidden=32, layers=1)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    out = run_main("guidance_conditioning", ["--quick", "--model", str(tmp_path)], monkeypatch, capsys)
+    assert f"SFT model: {tmp_path};" in out and "SFT: " not in out  # evaluated, not trained
+    assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]

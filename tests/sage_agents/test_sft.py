@@ -155,7 +155,7 @@ def test_relevant_guidance_fires_on_the_turn_and_names_the_experts_action(alfwor
     from sage_agents.sft import guidance_skill
     from sage_envs.domains.alfworld.expert_guidance import advise
 
-    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0)
+    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0, own_example=1.0)
     advised = [t for t in turns if advise(t.obs["task"], t.earlier, t.action) is not None]
     assert len(advised) >= 0.9 * len(turns) and len(turns) > 40  # the expert's commands are nearly all advised
     for turn in advised:
@@ -170,6 +170,29 @@ def test_relevant_guidance_fires_on_the_turn_and_names_the_experts_action(alfwor
         skill = guidance_skill(advise(turn.obs["task"], turn.earlier, turn.action), len(turn.earlier), previous)
         assert skill.name == name and skill.triggered(len(turn.earlier), previous)
     assert {t.obs["skills"] for t in turns if t not in advised} <= {""}  # a turn without advice shows none
+
+
+def test_relevant_guidance_takes_its_example_from_another_task_with_the_same_verb(alfworld_turns):
+    from sage_agents.reskill.assertions import action_key
+    from sage_envs.domains.alfworld.expert_guidance import advise
+
+    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0)  # own_example=0: every example from elsewhere
+    commands = {(t.obs["task"], a.command) for t in alfworld_turns if (a := advise(t.obs["task"], t.earlier, t.action))}
+    foreign = 0
+    for turn in turns:
+        for _, text in shown_skills(turn):
+            previous = turn.earlier[-1] if turn.earlier else None
+            assert text.startswith(f"## When to Use\nRight after you '{action_key(previous)}'." if previous else
+                                   "## When to Use\nAt the start of a task.")  # fmt: skip
+            named = text.split("e.g. ", 1)[1].split(": ", 1)[0]
+            verb = action_key(turn.action)
+            assert f"Next, do '{verb}', e.g. " in text and action_key(named) == verb
+            foreign += named != turn.action
+            # made for a turn of another task, or the turn's own advice when no other task's has the verb
+            assert {task for task, command in commands if command == named} - {turn.obs["task"]} or named == turn.action
+    assert foreign >= 0.5 * len(turns)  # mostly another game's objects (households repeat some commands)
+    with pytest.raises(ValueError, match="own_example"):
+        guided(alfworld_turns, own_example=1.5)
 
 
 def test_irrelevant_guidance_is_for_another_task_and_another_verb(alfworld_turns):
@@ -190,10 +213,11 @@ def test_irrelevant_guidance_is_for_another_task_and_another_verb(alfworld_turns
 
 
 def test_guidance_shares_are_honoured_and_deterministic_by_seed(alfworld_turns):
+    from sage_agents.reskill.assertions import action_key
     from sage_agents.sft import GuidanceMix
 
     def counts(turns):
-        named = [f"e.g. {t.action}: " in t.obs["skills"] for t in turns]
+        named = [f"Next, do '{action_key(t.action)}', e.g. " in t.obs["skills"] for t in turns]  # the turn's verb
         shown = [bool(t.obs["skills"]) for t in turns]
         return sum(named), sum(shown) - sum(named), len(turns) - sum(shown)
 

@@ -186,6 +186,9 @@ def test_comparison_over_extra_seeds_reports_mean_and_spread():
 def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "demo"
     cfg = DemoConfig(quick=True, output_dir=str(out), rl_eval_every=1, rl_eval_chains=2)  # held-out curves too
+    # The stages' mechanics at a smaller SFT and group than --quick's (whose RL learning and resume
+    # tests/sage_app/test_demo_quick_rl.py checks, in CI's second pass): half this test's time
+    cfg.sft_epochs, cfg.group_size = 2.0, 2
     result = run_demo(cfg)
     assert [s["agent"] for s in result["summaries"]] == LABELS
     assert "over_seeds" not in result["comparison"]  # one seed per arm (extra seeds: the slow test below)
@@ -195,7 +198,10 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     by = {s["agent"]: s for s in result["summaries"]}
     assert by["expert"]["tgc"] > by["random"]["tgc"]  # the scripted upper bound beats chance even on 3 chains
     assert {arm: by[arm]["env_kwargs"]["skills"] for arm in ("grpo", "sage", "reskill")} == {
-        "grpo": "none", "sage": "program", "reskill": "guidance"}
+        "grpo": "none",
+        "sage": "program",
+        "reskill": "guidance",
+    }
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
     assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
@@ -378,12 +384,20 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     assert alfworld.env_id == demo.ALFWORLD and alfworld.eval_split == "valid_unseen"
     assert alfworld.expert_skills == ["place_in", "heat_then_place", "cool_then_place", "clean_then_place"]
     assert alfworld.sft_action_weights["go"] == 0.3 and alfworld.train_command_grammar == "mixed"
-    assert DemoConfig(quick=True).max_steps_per_task == 8
+    quick = DemoConfig(quick=True)  # ALFWorld's measured quick sizes, on top of the generic ones
+    assert (quick.max_steps_per_task, quick.sft_epochs, quick.sft_action_weights) == (15, 20.0, {})
+    assert quick.rl_train_chains == quick.expert_chains == 12  # RL replays the chains SFT learnt from
+    assert demo.arm_config(quick, Path("runs/x"), "grpo", Path("sft"), seed=0).train_chains == 12
+    assert (
+        alfworld.rl_train_chains is None
+        and demo.arm_config(alfworld, Path("runs/x"), "grpo", Path("sft"), 0).train_chains is None
+    )
     # TextWorld: its domain's evaluation split, all its skills, no rebalancing, no command grammar, 30 turns
     assert textworld.eval_split == domain_class(TEXTWORLD).eval_split == "test"
     assert textworld.expert_skills is None and textworld.sft_action_weights == {}
     assert textworld.train_env_kwargs == textworld.env_kwargs == {"chain_length": 2, "max_steps_per_task": 30}
-    assert DemoConfig(env_id=TEXTWORLD, quick=True).max_steps_per_task == 30
+    tw_quick = DemoConfig(env_id=TEXTWORLD, quick=True)
+    assert (tw_quick.max_steps_per_task, tw_quick.sft_epochs, tw_quick.rl_train_chains) == (30, 1.0, 12)
     assert len(textworld.sage_kwargs["skill_templates"]) == len(domain_class(TEXTWORLD).skill_templates())
     assert textworld.policy_kwargs["entity_pattern"] == domain_class(TEXTWORLD).entity_pattern
     assert "entity_pattern" not in alfworld.policy_kwargs  # the default pattern: ALFWorld's config hashes as before

@@ -59,10 +59,6 @@ def uninterrupted(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="at the quick size no rollout completes a task: every reward and advantage is 0 (issue 20, item 7)",
-)
 def test_every_quick_arm_learns_from_its_rewards(uninterrupted):
     sft = load_file(uninterrupted / "sft" / "model" / "model.safetensors")
     for arm in ARMS:
