@@ -357,6 +357,10 @@ class DemoConfig:
         """
         return {"chain_length": self.chain_length, "max_steps_per_task": self.max_steps_per_task}
 
+    def eval_env_kwargs(self, skills: str) -> dict[str, Any]:
+        """:attr:`env_kwargs` in an agent's ``skills`` mode: what its evaluations play (stage 4, held-out RL ones)."""
+        return {**self.env_kwargs, "skills": skills}
+
     @property
     def train_env_kwargs(self) -> dict[str, Any]:
         """:attr:`env_kwargs` of the training stages (expert chains, RL): the games speak ``train_command_grammar``.
@@ -492,7 +496,7 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         train_chains=cfg.rl_train_chains, total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
         save_every=cfg.rl_save_every,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
-        eval_env_kwargs={**cfg.env_kwargs, "skills": ARM_SKILLS[arm]},
+        eval_env_kwargs=cfg.eval_env_kwargs(ARM_SKILLS[arm]),
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],
         **(reskill if arm == "reskill" else {}),
     )  # fmt: skip
@@ -519,14 +523,11 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
     """
     from sage_agents.reskill.controller import LIBRARY_DIR
 
-    def env(skills: str) -> dict[str, Any]:
-        return {**cfg.env_kwargs, "skills": skills}
-
     policy = cfg.policy_kwargs
     entries = {
-        "random": ("random", {}, env("none")),
-        "expert": ("expert", {"skills": cfg.expert_skills}, env("program")),  # the expert the SFT data came from
-        "sft": ("policy", {"model_path": str(sft), **policy}, env("none")),
+        "random": ("random", {}, cfg.eval_env_kwargs("none")),
+        "expert": ("expert", {"skills": cfg.expert_skills}, cfg.eval_env_kwargs("program")),  # the SFT data's expert
+        "sft": ("policy", {"model_path": str(sft), **policy}, cfg.eval_env_kwargs("none")),
     }
     for label, checkpoint in arms.items():
         arm = arm_of(label)
@@ -537,7 +538,7 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
                 kwargs["skills_path"] = str(checkpoint / "skill_library")
         if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():  # the versions it accepted, shown as trained
             kwargs["skills_path"] = str(checkpoint / LIBRARY_DIR)
-        entries[label] = (arm, kwargs, env(ARM_SKILLS[arm]))
+        entries[label] = (arm, kwargs, cfg.eval_env_kwargs(ARM_SKILLS[arm]))
     return entries
 
 
