@@ -178,6 +178,9 @@ class DemoConfig:
     SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
+    rl_chains_per_step: int = 1
+    """Chains (groups) per RL step (``TrainConfig.chains_per_step``): more experience per update, each step that many
+    times longer (docs/demo.md, "The learning run")."""
     rl_train_chains: int | None = None
     """RL plays only the first this many chains of the train split (``TrainConfig.train_chains``); None: all.
     ``--quick`` sets ``expert_chains``: RL then replays the chains its SFT data came from."""
@@ -493,8 +496,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         algo=arm, env_id=cfg.env_id, split=domain_class(cfg.env_id).splits[0], eval_split=cfg.eval_split,
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
-        train_chains=cfg.rl_train_chains, total_steps=cfg.rl_steps, lr=cfg.rl_lr, beta=cfg.beta, seed=seed,
-        save_every=cfg.rl_save_every,
+        chains_per_step=cfg.rl_chains_per_step, train_chains=cfg.rl_train_chains, total_steps=cfg.rl_steps,
+        lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
         eval_env_kwargs=cfg.eval_env_kwargs(ARM_SKILLS[arm]),
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],

@@ -388,6 +388,8 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     assert (quick.max_steps_per_task, quick.sft_epochs, quick.sft_action_weights) == (15, 20.0, {})
     assert quick.rl_train_chains == quick.expert_chains == 12  # RL replays the chains SFT learnt from
     assert demo.arm_config(quick, Path("runs/x"), "grpo", Path("sft"), seed=0).train_chains == 12
+    wide = DemoConfig(rl_chains_per_step=4)
+    assert demo.arm_config(wide, Path("runs/x"), "sage", Path("sft"), 0).chains_per_step == 4
     assert (
         alfworld.rl_train_chains is None
         and demo.arm_config(alfworld, Path("runs/x"), "grpo", Path("sft"), 0).train_chains is None
