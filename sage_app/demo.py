@@ -142,8 +142,8 @@ class DemoConfig:
     agreed with the expert on 40% vs 19% of its turns (docs/demo.md)."""
     sft_guidance: bool = True
     """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
-    turns a skill made for the turn that names the verb of the expert's action, with another task's example as a
-    rule skill has, 30% one made for another task and verb, the rest none), so that the SFT model every arm
+    turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the
+    rest none), so that the SFT model every arm
     starts from learns to act on guidance that applies and to ignore the rest: ReSkill's skills reach its policy
     only as guidance (docs/reskill.md, "Guidance conditioning", measures how little the demo's model did). Off:
     no prompt holds guidance, as before issue 21 (ReSkill runs 3-5: guidance in the prompt then hurt the policy

@@ -176,7 +176,7 @@ def test_relevant_guidance_takes_its_example_from_another_task_with_the_same_ver
     from sage_agents.reskill.assertions import action_key
     from sage_envs.domains.alfworld.expert_guidance import advise
 
-    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0)  # own_example=0: every example from elsewhere
+    turns = guided(alfworld_turns, relevant=1.0, irrelevant=0.0, own_example=0.0)  # every example from elsewhere
     commands = {(t.obs["task"], a.command) for t in alfworld_turns if (a := advise(t.obs["task"], t.earlier, t.action))}
     foreign = 0
     for turn in turns:
