@@ -302,7 +302,8 @@ def add_guidance(
             continue
         draw = rng.random()
         if draw < mix.relevant:
-            elsewhere = rng.random() >= mix.own_example
+            # no draw at own_example=1, so that the default mix draws (and shows) what it did before the option
+            elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example
             chosen = (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or own
         elif draw < mix.relevant + mix.irrelevant:
             chosen = other_advice(rng, pool, turn.obs["task"], turn.action)

@@ -143,12 +143,11 @@ class DemoConfig:
     sft_guidance: bool = True
     """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
     turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the
-    rest none), so that the SFT model every arm
-    starts from learns to act on guidance that applies and to ignore the rest: ReSkill's skills reach its policy
-    only as guidance (docs/reskill.md, "Guidance conditioning", measures how little the demo's model did). Off:
-    no prompt holds guidance, as before issue 21 (ReSkill runs 3-5: guidance in the prompt then hurt the policy
-    whatever it said). Only a domain that advises (``Domain.advise``; ALFWorld) has guidance to show: on the
-    others (TextWorld) no prompt holds any, on or off."""
+    rest none), so that the SFT model every arm starts from learns to act on guidance that applies and to ignore
+    the rest: ReSkill's skills reach its policy only as guidance (docs/reskill.md, "Guidance conditioning",
+    measures how little the demo's model did). Off: no prompt holds guidance, as before issue 21 (ReSkill runs
+    3-5: guidance in the prompt then hurt the policy whatever it said). Only a domain that advises
+    (``Domain.advise``; ALFWorld) has guidance to show: on the others (TextWorld) no prompt holds any, on or off."""
     sft_perturbation: float = 0.1
     """Share of the expert's turns on which a random action is sent instead (``sft.Perturbation``: half of them,
     in the skill mode, a call of a library skill with random arguments), its recovery then being what the pairs
