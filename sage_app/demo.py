@@ -34,6 +34,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
+import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -124,10 +127,11 @@ class DemoConfig:
     the ``go to`` turns, which are ~40% of the raw pairs; on other envs none ({}: no env's verbs are measured)."""
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
-    tiny_layers: int = 3
-    """Layers of the tiny model (3: 840k parameters). Over whole-pipeline seeds the demo took 17-20 minutes with 3
-    layers, ~25 with 4 and ~13 with 2; SAGE vs GRPO SGC was +30 / +48 / +44 points with 3, +26 / +3 / +43 with 4
-    and +9 / -3 / +0 with 2, whose no-skill model learns as well as the skill one (docs/demo.md, "Results")."""
+    tiny_layers: int = 2
+    """Layers of the tiny model (2: 598k parameters; 3: 844k). With 2 the demo takes ~13.5 minutes here (SFT 500 s)
+    and its SFT model completed 43.5% of valid_unseen tasks; with 3, SFT alone took 640 s (~21 minutes in all,
+    over the 20-minute bound) for 35.0% (docs/demo.md, "Wall time"). Earlier recipes: SAGE vs GRPO SGC was +30 / +48
+    / +44 points with 3, +26 / +3 / +43 with 4 and +9 / -3 / +0 with 2 (docs/demo_history.md)."""
     sft_epochs: float = 2.5
     """Passes over the expert pairs (~3 minutes each on 2 cores with 3 layers, the largest stage; with one, the
     4-layer SFT model completed 10% of valid_unseen tasks instead of 30%)."""
@@ -239,9 +243,10 @@ class DemoConfig:
     eval_seeds: list[int] = field(default_factory=lambda: [0])
     """Episode seeds of the evaluation."""
     workers: int = 2
-    """Evaluation processes."""
-    eval_batch_size: int = 8
-    """Chains each evaluation process plays in lockstep (LLM agents generate for all of them at once)."""
+    """Processes of the RL stage (arms train side by side) and of the evaluation, each with its share of the cores."""
+    eval_batch_size: int = 16
+    """Chains each evaluation process plays in lockstep (LLM agents generate for all of them at once; 16: 44 s for
+    the SFT model's 100 chains with 2 workers, 51 s with 8)."""
 
     def __post_init__(self) -> None:
         if not {"grpo", "sage"} <= set(self.arms) <= set(ARMS) or len(set(self.arms)) != len(self.arms):
@@ -517,6 +522,46 @@ def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Pat
         return trainer.latest_checkpoint()
     finally:
         trainer.close()
+
+
+def train_arms(cfg: DemoConfig, out: Path, sft: Path) -> dict[str, Path]:
+    """Stage 3: every arm of every seed (:func:`train_arm`); returns each :func:`arm_label`'s final checkpoint.
+
+    The runs are independent, so ``cfg.workers`` of them train at once, each in a spawned process with its share of
+    the cores: a tiny model's small matrices keep two threads of one process from using two cores well.
+    """
+    runs = {arm_label(cfg, arm, seed): (arm, seed) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in cfg.arms}
+    workers = min(cfg.workers, len(runs))
+    if workers <= 1:
+        return {label: train_arm(cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # not fork: this process may already run OpenMP threads
+    with ProcessPoolExecutor(workers, context, initializer=_init_arm_worker, initargs=(os.getpid(), threads)) as pool:
+        futures = {label: pool.submit(train_arm, cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
+        return {label: future.result() for label, future in futures.items()}
+
+
+def _init_arm_worker(parent: int, threads: int) -> None:
+    """Set up a spawned RL worker: its share of the cores, plain progress lines, and death with the demo.
+
+    Progress goes out as plain lines (rich's ``TTY_COMPATIBLE=0``): two live displays in one terminal would
+    overwrite each other. A worker that outlived a killed demo would go on writing its arm's checkpoints while the
+    rerun resumes the same arm, so on Linux the kernel kills it with its parent (``PR_SET_PDEATHSIG``).
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    os.environ["TTY_COMPATIBLE"] = "0"
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the demo died before the line above took effect
+        os._exit(1)
 
 
 def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str, tuple[str, dict, dict]]:
@@ -909,31 +954,38 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from leaderboard.render import render_markdown
 
     console, out, start = Console(), Path(cfg.output_dir), time.perf_counter()
+    stage_seconds: dict[str, float] = {}  # this invocation's time per stage (a stage a rerun skipped: ~0)
+
+    def timed(stage: str, run: Any, *args: Any) -> Any:
+        begin = time.perf_counter()
+        value = run(*args)
+        stage_seconds[stage] = round(time.perf_counter() - begin, 1)
+        return value
+
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
     console.rule("[bold]1/5 expert chains")
-    pairs = expert_pairs(cfg, out)
+    pairs = timed("expert", expert_pairs, cfg, out)
     console.print(f"{len(pairs)} (prompt, action) pairs from {cfg.expert_chains} chains x 2 modes")
     console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
-    sft = sft_model(cfg, out, pairs)
-    arms = {}
-    runs = [(seed, arm) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in cfg.arms]
-    for i, (seed, arm) in enumerate(runs):
-        label = arm_label(cfg, arm, seed)
-        console.rule(f"[bold]3/5 RL arm {i + 1}/{len(runs)}: {label}")
-        arms[label] = train_arm(cfg, out, arm, sft, seed)
+    sft = timed("sft", sft_model, cfg, out, pairs)
+    runs = len(cfg.arms) * (1 + len(cfg.extra_rl_seeds))
+    console.rule(f"[bold]3/5 RL: {runs} arm runs, {min(cfg.workers, runs)} at a time")
+    arms = timed("rl", train_arms, cfg, out, sft)
     console.rule(f"[bold]4/5 evaluation on {cfg.env_id} {cfg.eval_split}")
-    summaries = evaluate_agents(cfg, out, sft, arms)
+    summaries = timed("evaluation", evaluate_agents, cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
     table = render_markdown(summaries)
     compared = {"sage", "grpo"} | {label for goal in GOALS for label in (goal.agent, goal.baseline)}
     episodes = {s["agent"]: logged_episodes(out, s) for s in summaries if s["agent"] in compared}
     judged = goals(summaries, episodes)
     result = {"comparison": comparison(summaries, episodes), "goals": judged, "summaries": summaries,
-              "wall_seconds": time.perf_counter() - start, "config": dataclasses.asdict(cfg)}  # fmt: skip
+              "wall_seconds": time.perf_counter() - start, "stage_seconds": stage_seconds,
+              "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     wall = result["wall_seconds"]
-    summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s.\n"
+    stages = ", ".join(f"{stage} {seconds:.0f} s" for stage, seconds in stage_seconds.items())
+    summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s ({stages}).\n"
     section = goals_section(summaries, judged) + curves_section(cfg, out)
     (out / "RESULTS.md").write_text(f"{table}\n{summary}\n{section}")
     plot(cfg, out, summaries)

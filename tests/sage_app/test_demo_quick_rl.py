@@ -1,8 +1,8 @@
 """``make demo-quick``'s RL stage learns from rewards, and a kill -9 in its middle then a rerun changes nothing (slow).
 
 The stages run in fresh Python processes (:data:`RL_STAGE`), as ``sage demo --quick`` would: stages 1-2 (expert
-pairs, SFT) then every arm's RL. The killed run gets the uninterrupted run's SFT model, so the comparison is of
-the RL stage alone.
+pairs, SFT) then every arm's RL, two arms at a time in worker processes (``DemoConfig.workers``, as ``make demo``
+trains them). The killed run gets the uninterrupted run's SFT model, so the comparison is of the RL stage alone.
 """
 
 import json
@@ -26,13 +26,12 @@ RL_STAGE = """
 import sys
 from pathlib import Path
 from sage_app import demo
-cfg = demo.DemoConfig(quick=True, output_dir=sys.argv[1])
+cfg = demo.DemoConfig(quick=True, output_dir=sys.argv[1], workers=2)
 out = Path(cfg.output_dir)
-sft = demo.sft_model(cfg, out, demo.expert_pairs(cfg, out))
-for arm in cfg.arms:
-    demo.train_arm(cfg, out, arm, sft, cfg.seed)
+demo.train_arms(cfg, out, demo.sft_model(cfg, out, demo.expert_pairs(cfg, out)))
 """
-"""Stages 1-3 of the quick demo (each finished stage is skipped, each arm resumes from its last checkpoint)."""
+"""Stages 1-3 of the quick demo with two RL workers (each finished stage is skipped, each arm resumes from its last
+checkpoint)."""
 TIMEOUT = 900
 
 
@@ -49,6 +48,28 @@ def finish(proc: subprocess.Popen) -> None:
 def final_weights(out: Path, arm: str) -> dict[str, torch.Tensor]:
     checkpoints = out / arm / "checkpoints"
     return load_file(checkpoints / (checkpoints / "latest").read_text().strip() / "model" / "model.safetensors")
+
+
+def arm_workers(parent: int) -> list[int]:
+    """The pids of ``parent``'s spawned worker processes (Linux: read from /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended while being read
+        if ppid == parent and b"spawn_main" in command:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +93,7 @@ def test_every_quick_arm_learns_from_its_rewards(uninterrupted):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers die with the demo on Linux")
 def test_a_kill_in_the_quick_rl_stage_then_a_rerun_ends_with_the_uninterrupted_weights(uninterrupted, tmp_path):
     assert DemoConfig(quick=True).rl_steps >= 2  # a checkpoint before the last step: there is a middle to kill in
     for stage in ("expert", "sft"):  # the same SFT model: only the RL stage is compared
@@ -82,8 +104,14 @@ def test_a_kill_in_the_quick_rl_stage_then_a_rerun_ends_with_the_uninterrupted_w
         assert proc.poll() is None, f"the RL stage ended before its first checkpoint: {proc.stderr.read()[-3000:]}"
         assert time.monotonic() < deadline, "no first checkpoint in time"
         time.sleep(0.1)
+    workers = arm_workers(proc.pid)
+    assert workers, "no RL worker process"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
+    deadline = time.monotonic() + 10
+    while any(map(alive, workers)):  # the kernel kills them with their parent
+        assert time.monotonic() < deadline, "an RL worker outlived the killed demo"
+        time.sleep(0.05)
     assert not (tmp_path / "grpo" / "checkpoints" / "step_0000002").exists()  # killed in the middle of the arm
     written = (first / "trainer_state.json").stat().st_mtime_ns
     finish(rl_stage(tmp_path))

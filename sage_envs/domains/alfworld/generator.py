@@ -221,7 +221,13 @@ def chain_tasks(
     """
     grammar = chain_grammar(command_grammar, split, index, seed)
     _check_count("chain_length", chain_length, 1)
-    rng = np.random.default_rng([int(seed), _SPLIT_CODE[split], int(index)])
+    return _drawn_chain(split, int(index), chain_length, int(seed), grammar)
+
+
+@functools.cache  # every env lists all chains of its split (the 2,000 train chains took ~1.4 s each time)
+def _drawn_chain(split: str, index: int, chain_length: int, seed: int, grammar: str) -> tuple[TaskSpec, ...]:
+    """:func:`chain_tasks` once its arguments are checked (``grammar``: the chain's own, resolved)."""
+    rng = np.random.default_rng([seed, _SPLIT_CODE[split], index])
 
     task_type = _pick(rng, TASK_TYPES)
     scene = _pick(rng, _scenes_for(split, task_type))
