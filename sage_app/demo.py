@@ -53,6 +53,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
             {w: 2.0 for w in ("take", "move", "heat", "cool", "clean", "use", "examine")} | {"go": 0.3}
         ),
         "train_command_grammar": "mixed",
+        "extra_eval_sets": [{"split": "valid_seen", "source": "official"}],
         "quick": {
             "max_steps_per_task": 15,
             "sft_epochs": 20.0,
@@ -238,6 +239,12 @@ class DemoConfig:
     eval_split: str | None = None
     """Split the agents are compared on; None: the domain's ``eval_split`` (ALFWorld: ``valid_unseen``, scenes never
     seen in training; TextWorld: ``test``)."""
+    extra_eval_sets: list[dict[str, Any]] | None = None
+    """Further sets every agent but random also plays after ``eval_split``'s, each the ``split``, ``source`` and
+    ``num_chains`` of an evaluation (``leaderboard.evaluate.EvalConfig``'s fields; default: every chain of the
+    split, ``--quick``: ``eval_chains``); a set whose data is absent is skipped with a note. None: on ALFWorld the
+    official ``valid_seen`` games (found through ``$ALFWORLD_DATA``), the benchmark the field reports (issue 20
+    item 6: :data:`BENCHMARK_GOAL`); on other envs none."""
     eval_chains: int = 100
     """Chains per agent (at least 100 for a comparison: differences under ~20 points are noise at n = 25)."""
     eval_seeds: list[int] = field(default_factory=lambda: [0])
@@ -259,10 +266,11 @@ class DemoConfig:
 
         domain = domain_class(self.env_id)  # an unregistered id: InvalidConfigError naming the registered ones
         defaults = ENV_DEFAULTS.get(self.env_id, {})
-        for name in ("expert_skills", "sft_action_weights", "train_command_grammar"):
+        for name in ("expert_skills", "sft_action_weights", "train_command_grammar", "extra_eval_sets"):
             if getattr(self, name) is None:
                 setattr(self, name, copy.deepcopy(defaults.get(name)))  # a list of its own, not the table's
         self.sft_action_weights = self.sft_action_weights or {}
+        self.extra_eval_sets = self.extra_eval_sets or []
         if self.train_command_grammar is not None and not takes_command_grammar(self.env_id):
             raise ValueError(
                 f"train_command_grammar={self.train_command_grammar!r}, but {self.env_id} has no command grammar to "
@@ -274,6 +282,17 @@ class DemoConfig:
                 f"eval_split={self.eval_split!r} is not a split of {self.env_id} {domain.splits}."
                 f"{suggest(self.eval_split, domain.splits)}"
             )
+        for eval_set in self.extra_eval_sets:
+            if (
+                not isinstance(eval_set, dict)
+                or eval_set.get("split") not in domain.splits
+                or not set(eval_set) <= {"split", "source", "num_chains"}
+            ):
+                raise ValueError(
+                    f"extra_eval_sets holds {eval_set!r}: each set is a dict with a split of {self.env_id} "
+                    f"{domain.splits} and optionally source and num_chains, e.g. "
+                    """--set 'extra_eval_sets=[{"split": "valid_seen", "source": "official"}]'."""
+                )
         templates = domain.skill_templates(**self.train_env_kwargs)  # checks the grammar too
         if self.expert_skills is not None:
             if isinstance(self.expert_skills, str) or not set(self.expert_skills) <= set(templates):
@@ -295,6 +314,7 @@ class DemoConfig:
             quick.setdefault("rl_train_chains", quick["expert_chains"])  # RL replays the chains SFT learnt from
             for name, value in quick.items():
                 setattr(self, name, value)
+            self.extra_eval_sets = [{**eval_set, "num_chains": self.eval_chains} for eval_set in self.extra_eval_sets]
 
     @classmethod
     def load(cls, path: str | Path) -> DemoConfig:
@@ -590,19 +610,45 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
     return entries
 
 
-def evaluate_agents(cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]) -> list[dict[str, Any]]:
-    """Stage 4: every agent on the same ``eval_split`` chains through the leaderboard evaluator (resumable)."""
-    from leaderboard.evaluate import EvalConfig, evaluate
+def evaluate_agents(
+    cfg: DemoConfig, out: Path, sft: Path, arms: dict[str, Path]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Stage 4: every agent on the same ``eval_split`` chains through the leaderboard evaluator (resumable).
 
-    summaries = []
-    for label, (agent, agent_kwargs, env_kwargs) in agent_entries(cfg, sft, arms).items():
+    Then every agent but random on each of ``cfg.extra_eval_sets``.
+
+    Returns:
+        The ``eval_split`` summaries, the extra sets' summaries, and a note per set skipped for lack of data.
+    """
+    from leaderboard.evaluate import EvalConfig, evaluate
+    from sage_envs.error import DataNotFoundError
+
+    entries = agent_entries(cfg, sft, arms)
+
+    def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
+        agent, agent_kwargs, env_kwargs = entries[label]
         config = EvalConfig(
-            agent=agent, label=label, env=cfg.env_id, split=cfg.eval_split, num_chains=cfg.eval_chains,
+            agent=agent, label=label, env=cfg.env_id, split=split, source=source, num_chains=num_chains,
             seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"),
             workers=cfg.workers, batch_size=cfg.eval_batch_size,
         )  # fmt: skip
-        summaries.append(evaluate(config))
-    return summaries
+        return evaluate(config)
+
+    summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
+    extra, skipped = [], []
+    for eval_set in cfg.extra_eval_sets:
+        chains = eval_set.get("num_chains", 10**9)  # default: every chain (the evaluator stops at the split's end)
+        try:
+            labels = [label for label in entries if label != "random"]
+            extra += [run(label, eval_set["split"], chains, eval_set.get("source")) for label in labels]
+        except DataNotFoundError as error:
+            skipped.append(f"{eval_set_name(eval_set)} not played: {error}")
+    return summaries, extra, skipped
+
+
+def eval_set_name(eval_set: dict[str, Any]) -> str:
+    """``valid_seen (official)``: an evaluation set's split, and its source where it names one."""
+    return eval_set["split"] + (f" ({eval_set['source']})" if eval_set.get("source") else "")
 
 
 def logged_episodes(out: Path, summary: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
@@ -775,6 +821,36 @@ GOALS = (
 """The goals the report judges, every threshold in one place (the issues' numbered items name them)."""
 
 
+BENCHMARK_GOAL = {"min_tgc": 50.0, "max_gap": 10.0, "source": "issue 20 item 6"}
+"""On each of ``DemoConfig.extra_eval_sets``: every RL arm completes at least ``min_tgc`` % of its tasks, and its
+TGC there is within ``max_gap`` points of its ``eval_split`` TGC."""
+
+
+def benchmark_goals(summaries: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:data:`BENCHMARK_GOAL` judged on each extra evaluation set, in :func:`goals`' row shape.
+
+    ``value`` is the lowest arm TGC on the set; ``per_arm`` holds each arm's ``tgc`` there and ``main_tgc`` on
+    ``eval_split``, in percent.
+    """
+    main = {s["agent"]: 100 * s["tgc"] for s in summaries}
+    rows = []
+    for name in dict.fromkeys(eval_set_name(s) for s in extra):
+        arms = {s["agent"]: 100 * s["tgc"] for s in extra if eval_set_name(s) == name and arm_of(s["agent"]) in ARMS}
+        if not arms:
+            continue
+        per_arm = {label: {"tgc": tgc, "main_tgc": main[label]} for label, tgc in arms.items()}
+        low, gap = BENCHMARK_GOAL["min_tgc"], BENCHMARK_GOAL["max_gap"]
+        met = all(arm["tgc"] >= low and abs(arm["tgc"] - arm["main_tgc"]) <= gap for arm in per_arm.values())
+        rows.append({
+            "name": f"Every RL arm on {name}: TGC", "unit": "%", "source": BENCHMARK_GOAL["source"],
+            "goal": f">= {BENCHMARK_GOAL['min_tgc']:g}% and within {BENCHMARK_GOAL['max_gap']:g} points of its "
+                    f"{summaries[0]['split']} TGC",
+            "value": min(arms.values()), "ci95": None, "per_arm": per_arm, "met": met,
+            "status": "met" if met else "not met",
+        })  # fmt: skip
+    return rows
+
+
 def goal_figures(agent: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     """``agent`` vs ``baseline`` in the units of :class:`Goal` (numbers, or arrays of bootstrap resamples).
 
@@ -842,6 +918,12 @@ def goal_line(judged: dict[str, Any]) -> str:
     """One :func:`goals` row in words: ``- SAGE vs GRPO: steps per task: +15.1% [+8.6, +22.2] (goal ...): not met``."""
     if judged["value"] is None:
         return f"- {judged['name']} (goal {judged['goal']}; {judged['source']}): **{judged['status']}**"
+    if "per_arm" in judged:  # a benchmark_goals row: each arm's TGC on the set (and on the main split)
+        arms = ", ".join(
+            f"{label} {arm['tgc']:.1f} ({arm['main_tgc']:.1f})" for label, arm in judged["per_arm"].items()
+        )
+        return f"- {judged['name']} (main split's in brackets): {arms} (goal {judged['goal']}; {judged['source']}): " \
+               f"**{judged['status']}**"  # fmt: skip
     low, high = judged["ci95"]
     text = f"{judged['value'] + 0.0:+.1f}{judged['unit']} [{low:+.1f}, {high:+.1f}]"
     if "per_seed" in judged:
@@ -864,10 +946,14 @@ def install_line(summaries: list[dict[str, Any]]) -> str:
     )
 
 
-def goals_section(summaries: list[dict[str, Any]], judged: list[dict[str, Any]]) -> str:
-    """The report's markdown section: one line per :func:`goals` row, then :func:`install_line`."""
+def goals_section(summaries: list[dict[str, Any]], judged: list[dict[str, Any]], skipped: Sequence[str] = ()) -> str:
+    """The report's markdown section: a line per :func:`goals` row and skipped evaluation set, then the install.
+
+    ``judged`` holds :func:`goals` and :func:`benchmark_goals` rows; ``skipped``, why each extra evaluation set was
+    not played; the section ends with :func:`install_line`.
+    """
     s = summaries[0]
-    lines = "\n".join(goal_line(row) for row in judged)
+    lines = "\n".join([*(goal_line(row) for row in judged), *(f"- {note}" for note in skipped)])
     return (
         f"## Goals\n\nJudged on this run's {s['n_chains']} {s['split']} chains of {s['env']} (seeds "
         f"{', '.join(map(str, s['seeds']))}), each agent against its baseline on the same chains: points gained, "
@@ -973,20 +1059,20 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     console.rule(f"[bold]3/5 RL: {runs} arm runs, {min(cfg.workers, runs)} at a time")
     arms = timed("rl", train_arms, cfg, out, sft)
     console.rule(f"[bold]4/5 evaluation on {cfg.env_id} {cfg.eval_split}")
-    summaries = timed("evaluation", evaluate_agents, cfg, out, sft, arms)
+    summaries, extra, skipped = timed("evaluation", evaluate_agents, cfg, out, sft, arms)
     console.rule("[bold]5/5 report")
-    table = render_markdown(summaries)
+    table = render_markdown(summaries + extra)  # one table per evaluation set
     compared = {"sage", "grpo"} | {label for goal in GOALS for label in (goal.agent, goal.baseline)}
     episodes = {s["agent"]: logged_episodes(out, s) for s in summaries if s["agent"] in compared}
-    judged = goals(summaries, episodes)
+    judged = goals(summaries, episodes) + benchmark_goals(summaries, extra)
     result = {"comparison": comparison(summaries, episodes), "goals": judged, "summaries": summaries,
-              "wall_seconds": time.perf_counter() - start, "stage_seconds": stage_seconds,
-              "config": dataclasses.asdict(cfg)}  # fmt: skip
+              "extra_summaries": extra, "skipped_eval_sets": skipped, "stage_seconds": stage_seconds,
+              "wall_seconds": time.perf_counter() - start, "config": dataclasses.asdict(cfg)}  # fmt: skip
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     wall = result["wall_seconds"]
     stages = ", ".join(f"{stage} {seconds:.0f} s" for stage, seconds in stage_seconds.items())
     summary = f"{comparison_line(result['comparison'])}. Wall time {wall // 60:.0f}m{wall % 60:02.0f}s ({stages}).\n"
-    section = goals_section(summaries, judged) + curves_section(cfg, out)
+    section = goals_section(summaries, judged, skipped) + curves_section(cfg, out)
     (out / "RESULTS.md").write_text(f"{table}\n{summary}\n{section}")
     plot(cfg, out, summaries)
     console.print(table, soft_wrap=True)  # unwrapped: the markdown stays valid in a log or a narrow terminal

@@ -183,13 +183,58 @@ def test_comparison_over_extra_seeds_reports_mean_and_spread():
     assert "over_seeds" not in comparison(summaries[:2])
 
 
-def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
+def test_benchmark_goal_wants_every_arm_over_the_bar_and_near_its_main_split_figure():
+    def summary(agent, tgc, split="valid_unseen", source="generated"):
+        return {"agent": agent, "tgc": tgc, "split": split, "source": source}
+
+    main = [summary("sft", 0.40), summary("grpo", 0.45), summary("sage", 0.48)]
+    official = [summary("sft", 0.20, "valid_seen", "official"), summary("grpo", 0.52, "valid_seen", "official")]
+    (row,) = demo.benchmark_goals(main, official + [summary("sage", 0.56, "valid_seen", "official")])
+    assert row["name"] == "Every RL arm on valid_seen (official): TGC" and row["met"] is True  # the SFT row is no arm
+    assert set(row["per_arm"]) == {"grpo", "sage"} and row["value"] == pytest.approx(52.0)
+    assert row["per_arm"]["grpo"] == pytest.approx({"tgc": 52.0, "main_tgc": 45.0})
+    assert row["per_arm"]["sage"] == pytest.approx({"tgc": 56.0, "main_tgc": 48.0})
+    assert demo.goal_line(row) == (
+        "- Every RL arm on valid_seen (official): TGC (main split's in brackets): grpo 52.0 (45.0), sage 56.0 (48.0) "
+        "(goal >= 50% and within 10 points of its valid_unseen TGC; issue 20 item 6): **met**"
+    )
+    too_far = demo.benchmark_goals(main, official + [summary("sage", 0.60, "valid_seen", "official")])
+    assert too_far[0]["met"] is False  # 60 is 12 points from SAGE's own 48
+    assert demo.benchmark_goals(main, official + [summary("sage", 0.49, "valid_seen", "official")])[0]["met"] is False
+    assert demo.benchmark_goals(main, []) == []
+
+
+def test_extra_eval_sets_default_to_alfworlds_official_games_and_are_checked():
+    assert DemoConfig().extra_eval_sets == [{"split": "valid_seen", "source": "official"}]
+    assert DemoConfig(quick=True).extra_eval_sets == [{"split": "valid_seen", "source": "official", "num_chains": 3}]
+    assert DemoConfig(env_id="SageChain-TextWorld-v0").extra_eval_sets == []
+    for bad in ([{"split": "dev"}], [{"split": "valid_seen", "chains": 5}], ["valid_seen"]):
+        with pytest.raises(ValueError, match="extra_eval_sets holds"):
+            DemoConfig(extra_eval_sets=bad)
+
+
+def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
     out = tmp_path / "demo"
     cfg = DemoConfig(quick=True, output_dir=str(out), rl_eval_every=1, rl_eval_chains=2)  # held-out curves too
     # The stages' mechanics at a smaller SFT and group than --quick's (whose RL learning and resume
     # tests/sage_app/test_demo_quick_rl.py checks, in CI's second pass): half this test's time
     cfg.sft_epochs, cfg.group_size = 2.0, 2
+    # An extra set that plays (generated valid_seen) and one whose games are absent (no $ALFWORLD_DATA)
+    cfg.extra_eval_sets = [{"split": "valid_seen", "num_chains": 2}, {"split": "valid_seen", "source": "official"}]
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     result = run_demo(cfg)
+    extra = result["extra_summaries"]
+    assert [s["agent"] for s in extra] == LABELS[1:] and {(s["split"], s["n_chains"]) for s in extra} == {
+        ("valid_seen", 2)
+    }
+    report = (out / "RESULTS.md").read_text()
+    assert "## SageChain-ALFWorld-v0 / valid_seen / generated" in report  # the extra set's own table
+    assert "- valid_seen (official) not played: official ALFWorld games need a data folder" in report
+    benchmark = result["goals"][-1]
+    assert benchmark["name"] == "Every RL arm on valid_seen (generated): TGC" and set(benchmark["per_arm"]) == {
+        "grpo", "sage", "reskill"
+    }  # fmt: skip
+    assert demo.goal_line(benchmark) in report
     assert [s["agent"] for s in result["summaries"]] == LABELS
     assert "over_seeds" not in result["comparison"]  # one seed per arm (extra seeds: the slow test below)
     low, high = result["comparison"]["ci95"]["sgc_gain_points"]
@@ -205,9 +250,10 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path):
     for name in ("results.json", "RESULTS.md", "learning_curves.png", "success_vs_tokens.png"):
         assert (out / name).stat().st_size > 0
     assert comparison_line(result["comparison"]) in (out / "RESULTS.md").read_text()
-    assert demo.goals_section(result["summaries"], result["goals"]) in (out / "RESULTS.md").read_text()
+    section = demo.goals_section(result["summaries"], result["goals"], result["skipped_eval_sets"])
+    assert section in (out / "RESULTS.md").read_text()
     assert json.loads((out / "results.json").read_text())["goals"] == result["goals"]
-    assert [g["met"] is None for g in result["goals"]] == [False] * len(demo.GOALS)  # every arm ran: all judged
+    assert [g["met"] is None for g in result["goals"]] == [False] * (len(demo.GOALS) + 1)  # every arm ran: all judged
     assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
     curves = demo.learning_curves(cfg, out)
     for arm in ("grpo", "sage", "reskill"):

@@ -26,7 +26,8 @@ RL_STAGE = """
 import sys
 from pathlib import Path
 from sage_app import demo
-cfg = demo.DemoConfig(quick=True, output_dir=sys.argv[1], workers=2)
+cfg = demo.DemoConfig(quick=True, output_dir=sys.argv[1])
+cfg.workers = 2  # after construction: --quick sets 1
 out = Path(cfg.output_dir)
 demo.train_arms(cfg, out, demo.sft_model(cfg, out, demo.expert_pairs(cfg, out)))
 """
