@@ -134,8 +134,8 @@ class DemoConfig:
     over the 20-minute bound) for 35.0% (docs/demo.md, "Wall time"). Earlier recipes: SAGE vs GRPO SGC was +30 / +48
     / +44 points with 3, +26 / +3 / +43 with 4 and +9 / -3 / +0 with 2 (docs/demo_history.md)."""
     sft_epochs: float = 2.5
-    """Passes over the expert pairs (~3 minutes each on 2 cores with 3 layers, the largest stage; with one, the
-    4-layer SFT model completed 10% of valid_unseen tasks instead of 30%)."""
+    """Passes over the expert pairs (~200 s each on 2 cores with 2 layers, the largest stage; with one, a 3-layer
+    SFT model completed 6.5% of valid_unseen tasks, and a 4-layer one 10% instead of 30%)."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
     sft_batch_size: int = 16
@@ -179,8 +179,9 @@ class DemoConfig:
     These share one SFT model; runs with different ``seed`` vary it too (``examples/demo_seeds.py`` compares them),
     and that spread was ten times larger (docs/demo.md, "Whole-pipeline seeds")."""
     rl_steps: int = 6
-    """Optimisation steps per arm (8 rollouts x 2 tasks x up to 30 turns per step: ~24 s for GRPO, ~25 s for
-    SAGE, ~28 s for ReSkill on 2 cores; 6 steps move no arm measurably, docs/demo.md)."""
+    """Optimisation steps per arm (8 rollouts x 2 tasks x up to 30 turns per step; 2 layers, one core per arm: ~11
+    s for GRPO and ReSkill, ~17 s for SAGE, whose written definitions make long turns; 6 steps move no arm
+    measurably, docs/demo.md)."""
     group_size: int = 8
     """Rollouts per group (G)."""
     rl_chains_per_step: int = 1
@@ -604,9 +605,13 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
             kwargs.update(cfg.sage_kwargs)
             if cfg.sage_eval_bank and (checkpoint / "skill_library").is_dir():
                 kwargs["skills_path"] = str(checkpoint / "skill_library")
-        if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():  # the versions it accepted, shown as trained
-            kwargs["skills_path"] = str(checkpoint / LIBRARY_DIR)
         entries[label] = (arm, kwargs, cfg.eval_env_kwargs(ARM_SKILLS[arm]))
+        if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():
+            # Its weights with the versions it accepted, as trained, and without them (issue 21 item 4): what RL
+            # taught the weights apart from what the guidance adds.
+            accepted = {**kwargs, "skills_path": str(checkpoint / LIBRARY_DIR)}
+            entries[label] = (arm, accepted, cfg.eval_env_kwargs(ARM_SKILLS[arm]))
+            entries[label.replace("reskill", "reskill-weights", 1)] = (arm, kwargs, cfg.eval_env_kwargs("guidance"))
     return entries
 
 

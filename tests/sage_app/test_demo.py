@@ -333,6 +333,16 @@ def test_the_reskill_arm_reads_guidance_and_starts_from_the_versions_it_accepted
     assert agent == "reskill" and env_kwargs["skills"] == "guidance"
     assert kwargs["skills_path"] == str(reskill / "reskill_library") and "skill_templates" not in kwargs
     assert entries["grpo-seed1"][0] == "grpo" and "skills_path" not in entries["grpo-seed1"][1]
+    # the same weights without the library: what RL taught them apart from the guidance
+    agent, weights, weights_env = entries["reskill-weights-seed1"]
+    assert agent == "reskill" and weights_env == env_kwargs and weights == {
+        k: v for k, v in kwargs.items() if k != "skills_path"
+    }
+    assert demo.arm_of("reskill-weights-seed1") not in demo.ARMS  # no RL arm of its own (goals, benchmark)
+    (reskill / "reskill_library").rmdir()  # nothing accepted: the arm is its weights, once
+    assert [label for label in agent_entries(DemoConfig(), tmp_path / "sft", arms) if "reskill" in label] == [
+        "reskill-seed1"
+    ]
 
 
 def test_arms_must_hold_the_comparison():
