@@ -129,10 +129,11 @@ class DemoConfig:
     tiny_hidden: int = 128
     """Hidden size of the tiny model (REFERENCE.md calibration: h128 x 4 layers, ~1M parameters)."""
     tiny_layers: int = 2
-    """Layers of the tiny model (2: 598k parameters; 3: 844k). With 2 the demo takes ~13.5 minutes here (SFT 500 s)
-    and its SFT model completed 43.5% of valid_unseen tasks; with 3, SFT alone took 640 s (~21 minutes in all,
-    over the 20-minute bound) for 35.0% (docs/demo.md, "Wall time"). Earlier recipes: SAGE vs GRPO SGC was +30 / +48
-    / +44 points with 3, +26 / +3 / +43 with 4 and +9 / -3 / +0 with 2 (docs/demo_history.md)."""
+    """Layers of the tiny model (2: 598k parameters; 3: 844k). With 2, ``make demo`` took 13.5 minutes on a fresh
+    clone here (SFT 427-500 s) and its SFT model completed 43.5% of valid_unseen tasks; with 3, SFT alone takes
+    ~640 s (2.5 epochs at 0.25 s per step), which puts the demo at about the 20-minute bound, and its SFT models
+    completed 30.5-35.0% (docs/demo.md, "The current default"). Earlier recipes: SAGE vs GRPO SGC was +30 / +48 /
+    +44 points with 3, +26 / +3 / +43 with 4 and +9 / -3 / +0 with 2 (docs/demo_history.md)."""
     sft_epochs: float = 2.5
     """Passes over the expert pairs (~200 s each on 2 cores with 2 layers, the largest stage; with one, a 3-layer
     SFT model completed 6.5% of valid_unseen tasks, and a 4-layer one 10% instead of 30%)."""
