@@ -228,6 +228,8 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
         ("valid_seen", 2)
     }
     report = (out / "RESULTS.md").read_text()
+    assert list(result["stage_seconds"]) == ["expert", "sft", "rl", "evaluation"]
+    assert f"(expert {result['stage_seconds']['expert']:.0f} s, sft " in report  # the wall-time line, per stage
     assert "## SageChain-ALFWorld-v0 / valid_seen / generated" in report  # the extra set's own table
     assert "- valid_seen (official) not played: official ALFWorld games need a data folder" in report
     benchmark = result["goals"][-1]
