@@ -546,14 +546,23 @@ def train_arm(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> Pat
         trainer.close()
 
 
+def arm_runs(cfg: DemoConfig) -> dict[str, tuple[str, int]]:
+    """``arm label -> (arm, RL seed)`` of every RL run: each arm at the main seed, then at each extra seed."""
+    return {arm_label(cfg, arm, seed): (arm, seed) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in cfg.arms}
+
+
+def rl_workers(cfg: DemoConfig) -> int:
+    """How many RL runs train at once: ``cfg.workers``, at most one per run."""
+    return min(cfg.workers, len(arm_runs(cfg)))
+
+
 def train_arms(cfg: DemoConfig, out: Path, sft: Path) -> dict[str, Path]:
     """Stage 3: every arm of every seed (:func:`train_arm`); returns each :func:`arm_label`'s final checkpoint.
 
-    The runs are independent, so ``cfg.workers`` of them train at once, each in a spawned process with its share of
-    the cores: a tiny model's small matrices keep two threads of one process from using two cores well.
+    The runs are independent, so :func:`rl_workers` of them train at once, each in a spawned process with its share
+    of the cores: a tiny model's small matrices keep two threads of one process from using two cores well.
     """
-    runs = {arm_label(cfg, arm, seed): (arm, seed) for seed in [cfg.seed, *cfg.extra_rl_seeds] for arm in cfg.arms}
-    workers = min(cfg.workers, len(runs))
+    runs, workers = arm_runs(cfg), rl_workers(cfg)
     if workers <= 1:
         return {label: train_arm(cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
     import multiprocessing
@@ -606,13 +615,14 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
             kwargs.update(cfg.sage_kwargs)
             if cfg.sage_eval_bank and (checkpoint / "skill_library").is_dir():
                 kwargs["skills_path"] = str(checkpoint / "skill_library")
-        entries[label] = (arm, kwargs, cfg.eval_env_kwargs(ARM_SKILLS[arm]))
+        env_kwargs = cfg.eval_env_kwargs(ARM_SKILLS[arm])
         if arm == "reskill" and (checkpoint / LIBRARY_DIR).is_dir():
             # Its weights with the versions it accepted, as trained, and without them (issue 21 item 4): what RL
             # taught the weights apart from what the guidance adds.
-            accepted = {**kwargs, "skills_path": str(checkpoint / LIBRARY_DIR)}
-            entries[label] = (arm, accepted, cfg.eval_env_kwargs(ARM_SKILLS[arm]))
-            entries[label.replace("reskill", "reskill-weights", 1)] = (arm, kwargs, cfg.eval_env_kwargs("guidance"))
+            entries[label] = (arm, {**kwargs, "skills_path": str(checkpoint / LIBRARY_DIR)}, env_kwargs)
+            entries[label.replace("reskill", "reskill-weights", 1)] = (arm, kwargs, env_kwargs)
+        else:
+            entries[label] = (arm, kwargs, env_kwargs)
     return entries
 
 
@@ -642,10 +652,10 @@ def evaluate_agents(
 
     summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
     extra, skipped = [], []
+    labels = [label for label in entries if label != "random"]
     for eval_set in cfg.extra_eval_sets:
         chains = eval_set.get("num_chains", 10**9)  # default: every chain (the evaluator stops at the split's end)
         try:
-            labels = [label for label in entries if label != "random"]
             extra += [run(label, eval_set["split"], chains, eval_set.get("source")) for label in labels]
         except DataNotFoundError as error:
             skipped.append(f"{eval_set_name(eval_set)} not played: {error}")
@@ -976,13 +986,11 @@ def learning_curves(cfg: DemoConfig, out: Path) -> dict[str, list[tuple[float, f
     """
     key = "eval/task_success" if cfg.rl_eval_every else "env/task_success"
     curves = {}
-    for seed in [cfg.seed, *cfg.extra_rl_seeds]:
-        for arm in cfg.arms:
-            label = arm_label(cfg, arm, seed)
-            metrics = out / label / "metrics.jsonl"
-            if metrics.exists():
-                rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-                curves[label] = [(r["charts/step"], 100 * r[key]) for r in rows if key in r]
+    for label in arm_runs(cfg):
+        metrics = out / label / "metrics.jsonl"
+        if metrics.exists():
+            rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+            curves[label] = [(r["charts/step"], 100 * r[key]) for r in rows if key in r]
     return curves
 
 
@@ -1061,8 +1069,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     console.print(f"{len(pairs)} (prompt, action) pairs from {cfg.expert_chains} chains x 2 modes")
     console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
     sft = timed("sft", sft_model, cfg, out, pairs)
-    runs = len(cfg.arms) * (1 + len(cfg.extra_rl_seeds))
-    console.rule(f"[bold]3/5 RL: {runs} arm runs, {min(cfg.workers, runs)} at a time")
+    console.rule(f"[bold]3/5 RL: {len(arm_runs(cfg))} arm runs, {rl_workers(cfg)} at a time")
     arms = timed("rl", train_arms, cfg, out, sft)
     console.rule(f"[bold]4/5 evaluation on {cfg.env_id} {cfg.eval_split}")
     summaries, extra, skipped = timed("evaluation", evaluate_agents, cfg, out, sft, arms)

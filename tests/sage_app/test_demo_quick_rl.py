@@ -51,12 +51,17 @@ def final_weights(out: Path, arm: str) -> dict[str, torch.Tensor]:
     return load_file(checkpoints / (checkpoints / "latest").read_text().strip() / "model" / "model.safetensors")
 
 
+def stat_fields(stat: Path) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` file after the command name: state, parent pid, ..."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
 def arm_workers(parent: int) -> list[int]:
     """The pids of ``parent``'s spawned worker processes (Linux: read from /proc)."""
     pids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            ppid = int(stat_fields(stat)[1])
             command = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue  # the process ended while being read
@@ -68,7 +73,7 @@ def arm_workers(parent: int) -> list[int]:
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return stat_fields(Path(f"/proc/{pid}/stat"))[0] != "Z"
     except OSError:
         return False
 
