@@ -296,11 +296,12 @@ def _before_turns(sources: Sequence[tuple[Episode, list[int]]]) -> str | None:
     return _top(Counter(action_key(ep.actions[t - 1]) for ep, turns in sources for t in turns if t))
 
 
-def _next_step(episodes: Sequence[Episode], key: str | None) -> tuple[str | None, str]:
+def _next_step(episodes: Sequence[Episode], key: str | None, avoid: str | None = None) -> tuple[str | None, str]:
     """What successful ``episodes`` do right after an action of ``key`` (after their first action when None).
 
     Returns:
-        The most common next key that differs from ``key``, and a concrete action of it (``(None, "")``).
+        The most common next key that differs from ``key`` and from ``avoid`` (the behaviour the skill is
+        against), and a concrete action of it; ``(None, "")`` when there is none.
     """
     keys, examples = Counter(), {}
     for ep in episodes:
@@ -309,7 +310,7 @@ def _next_step(episodes: Sequence[Episode], key: str | None) -> tuple[str | None
                 break
             if key is None or action_key(action) == key:
                 follow = action_key(ep.actions[i + 1])
-                if follow and follow != key:
+                if follow and follow not in (key, avoid):
                     keys[follow] += 1
                     examples.setdefault(follow, _clip(ep.actions[i + 1].splitlines()[0], 80))
     top = _top(keys)
@@ -354,10 +355,15 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     it there, and the action text (:func:`next_action`) names the command to send then: what successes do, with
     a concrete example, never a rule in the abstract; a behaviour to avoid is advised as what to do instead.
 
+    Each trigger carries the action text advised where it fires: a trigger that fires right after an action of
+    key K names what successes do right after K (a skill is never shown after one action with advice worked
+    out for another).
+
     Returns:
-        ``{"name", "description", "action", "triggers": [(trigger, pattern), ...]}``; the triggers are tried in
-        order until one verifies (:meth:`RuleCreator.author` writes the ``## When to Use`` line of each); the
-        action is None when the evidence names nothing to do (no skill is written then).
+        ``{"name", "description", "action", "triggers": [(trigger, pattern, action), ...]}``; the triggers are
+        tried in order until one verifies (:meth:`RuleCreator.author` writes the ``## When to Use`` line of
+        each); ``action`` is the advice of a trigger given without its own (a ``general`` rewrite), None when
+        the evidence names nothing to do; a trigger whose action is None is left out (no skill without one).
     """
     a, good = rates.assertion, rates.contrast >= 0
     p = a.params
@@ -380,7 +386,14 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
         name: str, description: str, key: str | None, example: str, triggers: list, otherwise: str | None = None
     ) -> dict[str, Any]:
         action = next_action(key, example) if key else otherwise  # None: the evidence names nothing to do
-        return {"name": name, "description": f"{description} {stats}", "action": action, "triggers": triggers}
+        # a (trigger, pattern) pair takes the skill's action; a (trigger, pattern, action) triple brings its own
+        options = [(t[0], t[1], t[2] if len(t) == 3 else action) for t in triggers]
+        return {"name": name, "description": f"{description} {stats}", "action": action,
+                "triggers": [option for option in options if option[2] is not None]}  # fmt: skip
+
+    def told(key_and_example: tuple[str | None, str]) -> str | None:  # the action text of a (key, example) pair
+        key, example = key_and_example
+        return next_action(key, example) if key else None
 
     situation = _before_turns(sources)  # the key just before the diagnosed turns
     if a.check in ("action_exists", "action_not_exists"):
@@ -389,7 +402,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
             pre = _predecessor(wins, p["pattern"])
             return advice(f"use_{_slug(word)}", f"Successful episodes use '{word}'.", word,
                           _example(wins, p["pattern"]), [*after(pre), beginning, general])  # fmt: skip
-        instead, example = _next_step(wins, situation)
+        instead, example = _next_step(wins, situation, avoid=word)
         return advice(f"avoid_{_slug(word)}", f"Failed episodes use '{word}'{failing(p['pattern'])}.", instead,
                       example, [*after(situation), general])  # fmt: skip
     if a.check == "action_before":
@@ -409,7 +422,7 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
     if a.check == "final_action":
         word = pattern_words(p["pattern"])
         if not good:  # failures end with it: the task is not done there; advise what successes do next
-            instead, example = _next_step(wins, situation)
+            instead, example = _next_step(wins, situation, avoid=word)
             return advice(f"not_done_after_{_slug(word)}",
                           f"Failed episodes end with '{word}'{failing(p['pattern'])}.", instead,
                           example, [*after(situation), general])  # fmt: skip
@@ -424,10 +437,11 @@ def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]
                       [beginning, general])  # fmt: skip
     if a.check == "action_count":
         word, high = pattern_words(p["pattern"]), p.get("max")
-        if good:
-            instead, example = _next_step(wins, action_key(_example(losses, p["pattern"])) or None)
+        if good:  # too many: where the failures sent one too many, what successes do there instead
+            instead, example = _next_step(wins, word)
+            there = [(*trigger, told(_next_step(wins, situation, avoid=word))) for trigger in after(situation)]
             return advice(f"limit_{_slug(word)}", f"Use '{word}' at most {high} times per task.", instead,
-                          example, [*after(situation), ("action_pattern", p["pattern"]), general])  # fmt: skip
+                          example, [*there, ("action_pattern", p["pattern"]), general])  # fmt: skip
         return advice(f"limit_{_slug(word)}", f"Do not hold back on '{word}'.", word, _example(wins, p["pattern"]),
                       [*after(situation), ("action_pattern", p["pattern"]), general])  # fmt: skip
     phrase = pattern_words(p["pattern"])
@@ -482,16 +496,19 @@ class RuleCreator(Creator):
             ``(skill or None, verification problems met on the way)``.
         """
         advice = rule_advice(rates, episodes)
-        if advice["action"] is None:
+        if triggers is not None:  # given triggers take the skill's action
+            options = [(t, p, advice["action"]) for t, p in triggers] if advice["action"] is not None else []
+        else:
+            options = advice["triggers"]
+        if not options:
             problem = f"skill {advice['name']!r}: the episodes show no command to advise"
             self.reject(advice["name"], problem)
             return None, [problem]
         sources = source_failures(rates, episodes)
         problems: list[str] = []
-        for trigger, pattern in triggers if triggers is not None else advice["triggers"]:
+        for trigger, pattern, action in options:
             # the text says when it is shown: right after the action its trigger matches
-            when = when_line(trigger, pattern)
-            text = _clip(skill_text(when, advice["action"]), self.max_chars)
+            text = _clip(skill_text(when_line(trigger, pattern), action), self.max_chars)
             try:
                 skill = Skill(
                     name=advice["name"],

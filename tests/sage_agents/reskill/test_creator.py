@@ -1,13 +1,14 @@
 """The skill creator: verification, the rule backend, and the LLM backend (scripted, fake HTTP server, local HF)."""
 
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from sage_agents.reskill.assertions import Assertion, pass_rates
+from sage_agents.reskill.assertions import Assertion, action_key, pass_rates
 from sage_agents.reskill.controller import make_creator
 from sage_agents.reskill.creator import (
     RuleCreator,
@@ -242,6 +243,41 @@ def test_final_action_advice_follows_the_sign_of_the_contrast():
         r"^go\ to\b",
     ) and "Right after you 'go to'." in skill.text
     assert "Next, do 'move', e.g. move pen 1 to shelf 1." in skill.text
+
+
+def test_each_trigger_advises_what_successes_do_where_it_fires():
+    # demo seed 1 (docs/demo.md): limit_go_to was shown "Right after you 'take'" with "Next, do 'take'": the
+    # advice was what successes do after 'go to', the trigger where the failures' extra 'go to' came (after 'take')
+    wins = [ep(["go to bed 1", "take pen 1 from bed 1", "go to shelf 1", "move pen 1 to shelf 1"], True)] * 3
+    looked = ["go to bed 1", "take pen 1 from bed 1", "examine pen 1", "go to shelf 1", "move pen 1 to shelf 1"]
+    wins.append(ep(looked, True))
+    losses = [ep(["go to desk 1", "go to bed 1", "take pen 1 from bed 1", "go to desk 1", "look", "look"])] * 4
+    episodes = wins + losses
+    rates = pass_rates(Assertion("action_count", {"pattern": r"^go\ to\b", "max": 2}), episodes)
+    assert rates.contrast > 0 and {t for _, ts in source_failures(rates, episodes) for t in ts} == {3}
+    skill, _ = RuleCreator().author(rates, episodes)
+    # shown where the failures sent one 'go to' too many, naming what successes do right after 'take' instead
+    assert (skill.trigger, skill.pattern) == ("action_pattern", r"^take\b")
+    assert skill.text.endswith("Right after you 'take'.\n## Action\nNext, do 'examine', e.g. examine pen 1.")
+    # when successes do nothing but the limited action there, that trigger is dropped, not given foreign advice
+    only_walk = wins[:3] + losses
+    skill, _ = RuleCreator().author(pass_rates(rates.assertion, only_walk), only_walk)
+    assert skill.pattern != r"^take\b" and "Next, do 'go to'" not in skill.text
+    # every skill whose advice is what successes do next (against a behaviour: too many, avoided, a wrong last
+    # action, a repeat): an action_pattern trigger after K names what successes do right after K
+    for episodes in (make_heat_reservoir(), capped_reservoir(), wins + losses):
+        creator = RuleCreator()
+        for rates in creator.engine.refresh(episodes):
+            skill, _ = creator.author(rates, episodes)
+            next_step = skill and skill.name.startswith(("limit_", "avoid_", "not_done_after_", "no_repeat_"))
+            if not next_step or skill.trigger != "action_pattern" or "Next, do '" not in skill.text:
+                continue
+            advised = skill.text.split("Next, do '")[1].split("'")[0]
+            done_after = {
+                action_key(e.actions[i + 1])
+                for e in episodes if e.success for i, a in enumerate(e.actions[:-1]) if re.search(skill.pattern, a)
+            }  # fmt: skip
+            assert advised in done_after, (skill.name, skill.text)
 
 
 def test_a_rejected_behaviour_is_not_reproposed_with_drifted_counts():
