@@ -32,10 +32,10 @@ from typing import Any
 
 import gymnasium as gym
 
-import sage_envs  # noqa: F401  (registers the env ids)
 from sage_agents.evaluation import BOOTSTRAP_SAMPLES, play_chain, play_chains, summarize_records
 from sage_agents.models import describe_model
 from sage_agents.registry import make_agent
+from sage_envs import SkillLibrary  # importing sage_envs registers the env ids
 
 __all__ = [
     "BOOTSTRAP_SAMPLES", "EvalConfig", "append_episodes", "episodes_path", "evaluate", "git_commit",
@@ -90,6 +90,22 @@ class EvalConfig:
             raise ValueError(f"batch_size={self.batch_size} must be >= 1.")
         if not self.seeds:
             raise ValueError("seeds is empty; give at least one seed, e.g. --seeds 0.")
+        if self.persistent and (self.workers > 1 or self.batch_size > 1):
+            raise ValueError(
+                f"env_kwargs library_scope='persistent' carries the skill library from each chain to the next in "
+                f"one env, so the chains are played one after another: use workers=1 and batch_size=1 (got "
+                f"workers={self.workers}, batch_size={self.batch_size})."
+            )
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the env keeps its skill library across chains (``library_scope="persistent"``).
+
+        The chains are then played in order (every seed's, seed after seed) in one env, each starting from the
+        library the one before ended with; each episode record keeps that end library (``skill_library_end``),
+        so that a killed run resumes from it and ``leaderboard.verify`` replays the chains in the same order.
+        """
+        return self.env_kwargs.get("library_scope") == "persistent"
 
     @property
     def make_kwargs(self) -> dict[str, Any]:
@@ -256,7 +272,10 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     todo = [key for key in todo_all if key not in done]
 
     earlier = _read_summary(out / f"{config.run_name}.json", config.config_hash)
-    for record in append_episodes(log_path, _run(config, envs, agent, todo), config):
+    records = _run(config, envs, agent, todo)
+    if config.persistent:
+        records = _carry_library(envs[0], records, todo_all, done, log_path)
+    for record in append_episodes(log_path, records, config):
         done[(record["seed"], record["chain"])] = record
     full_length = getattr(envs[0].unwrapped, "chain_length", None)
     for env in envs:
@@ -269,6 +288,35 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
                         earlier=earlier)  # fmt: skip
     write_summary(out / f"{config.run_name}.json", summary)
     return summary
+
+
+def _carry_library(
+    env: gym.Env,
+    records: Iterable[dict[str, Any]],
+    todo_all: list[tuple[int, int]],
+    done: dict[tuple[int, int], dict[str, Any]],
+    log_path: Path,
+) -> Iterator[dict[str, Any]]:
+    """``records`` of a persistent-library run, each with the library its chain ended with (``skill_library_end``).
+
+    A resumed run first gives ``env`` the library the last logged chain ended with, through a reset with the
+    ``skill_library`` option (the persistent env keeps it over the next reset). The logged chains must be the
+    first ones of ``todo_all``, in order, or the library would be that of another history.
+    """
+    logged = [key for key in todo_all if key in done]
+    if logged != todo_all[: len(logged)] or any("skill_library_end" not in done[key] for key in logged[-1:]):
+        raise ValueError(
+            f"{log_path} holds chains of this persistent-library run other than the first {len(logged)} in order "
+            "(or without the library they ended with), so the library the next chain starts from is unknown; "
+            "delete that log (or give another --output) and rerun."
+        )
+    if logged and len(logged) < len(todo_all):
+        seed, chain = todo_all[len(logged)]
+        end = SkillLibrary.from_dict(done[logged[-1]]["skill_library_end"])
+        env.reset(seed=seed, options={"chain": chain, "skill_library": end})
+    for record in records:
+        record["skill_library_end"] = env.unwrapped.library.to_dict()
+        yield record
 
 
 def append_episodes(path: Path, records: Iterable[dict[str, Any]], config: EvalConfig) -> Iterator[dict[str, Any]]:

@@ -72,6 +72,9 @@ LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10}
 """What ``--long`` sets (the other fields keep their values): 100 RL steps per arm, a held-out evaluation every
 10 (the first 50 chains of the evaluation split, ~1.5 minutes each here), a checkpoint at each."""
 ARMS = ("grpo", "sage", "reskill")
+PERSISTENT = "sage-persistent"
+"""Label of SAGE's last checkpoint evaluated with one library kept across chains
+(:attr:`DemoConfig.sage_persistent_eval`)."""
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
 """The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
 ARM_COLORS = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}
@@ -238,6 +241,11 @@ class DemoConfig:
     an empty library (the paper's protocol: task 1 starts empty, task 2 has task 1's skills). Off: with the bank,
     the tiny model called the banked skills where another was needed and completed 31% instead of 65% of the
     tasks of 40 valid_unseen chains (docs/demo.md)."""
+    sage_persistent_eval: bool = True
+    """Also evaluate SAGE's last checkpoint with one library kept across the evaluation chains
+    (``library_scope="persistent"``: the chains played in order, each starting from the skills the ones before
+    defined), as its own entry ``sage-persistent`` (issue 20 item 4's persistent row). One process, one chain at a
+    time: the library's history is sequential."""
     eval_split: str | None = None
     """Split the agents are compared on; None: the domain's ``eval_split`` (ALFWorld: ``valid_unseen``, scenes never
     seen in training; TextWorld: ``test``)."""
@@ -623,6 +631,8 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
             entries[label.replace("reskill", "reskill-weights", 1)] = (arm, kwargs, env_kwargs)
         else:
             entries[label] = (arm, kwargs, env_kwargs)
+        if arm == "sage" and cfg.sage_persistent_eval:
+            entries[label.replace("sage", PERSISTENT, 1)] = (arm, kwargs, {**env_kwargs, "library_scope": "persistent"})
     return entries
 
 
@@ -643,16 +653,17 @@ def evaluate_agents(
 
     def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
         agent, agent_kwargs, env_kwargs = entries[label]
+        sequential = env_kwargs.get("library_scope") == "persistent"  # one library's history: one chain at a time
         config = EvalConfig(
             agent=agent, label=label, env=cfg.env_id, split=split, source=source, num_chains=num_chains,
             seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"),
-            workers=cfg.workers, batch_size=cfg.eval_batch_size,
+            workers=1 if sequential else cfg.workers, batch_size=1 if sequential else cfg.eval_batch_size,
         )  # fmt: skip
         return evaluate(config)
 
     summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
     extra, skipped = [], []
-    labels = [label for label in entries if label != "random"]
+    labels = [label for label in entries if label != "random" and not label.startswith(PERSISTENT)]
     for eval_set in cfg.extra_eval_sets:
         chains = eval_set.get("num_chains", 10**9)  # default: every chain (the evaluator stops at the split's end)
         try:
@@ -735,7 +746,7 @@ def comparison(summaries: list[dict[str, Any]], episodes: dict[str, dict] | None
     result: dict[str, Any] = deltas(by["sage"], by["grpo"])
     if episodes is not None:
         result["ci95"] = deltas_ci(episodes["sage"], episodes["grpo"])
-    suffixes = [label[len("sage") :] for label in by if label.startswith("sage")]
+    suffixes = [label[len("sage") :] for label in by if arm_of(label) == "sage"]  # the main and extra RL seeds
     if len(suffixes) > 1:
         per_seed = {
             suffix.lstrip("-") or "main": deltas(by["sage" + suffix], by["grpo" + suffix]) for suffix in suffixes
@@ -828,6 +839,16 @@ GOALS = (
         "grpo",
         "tokens_change",
         0.0,
+        at_most=True,
+        source="issue 20 item 4",
+    ),
+    # issue 20 item 4, with a library kept across chains (:attr:`DemoConfig.sage_persistent_eval`): tokens <= -50%
+    Goal(
+        "SAGE with a persistent library vs GRPO: generated tokens per task",
+        PERSISTENT,
+        "grpo",
+        "tokens_change",
+        -50.0,
         at_most=True,
         source="issue 20 item 4",
     ),

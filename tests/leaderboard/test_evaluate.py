@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -287,3 +288,43 @@ def test_resummarize_keeps_provenance_and_recomputes_figures(tmp_path):
     rewritten = resummarize(path)
     assert rewritten == {**summary, "commit": "c" * 40, "model": "kept"}
     assert json.loads(path.read_text()) == rewritten
+
+
+def test_a_persistent_library_carries_over_resumes_and_replays(tmp_path):
+    """``library_scope="persistent"``: chains in order in one env, each from the library the one before ended with."""
+    from leaderboard.evaluate import summary_episodes
+    from leaderboard.verify import verify
+
+    def argv(scope, output):
+        env_kwargs = {"skills": "program", "chain_length": 2, "library_scope": scope}
+        return ["--agent", "expert", "--env", "SageChain-ALFWorld-v0", "--split", "valid_unseen", "--num-chains", "4",
+                "--env-kwargs", json.dumps(env_kwargs), "--output", str(tmp_path / output)]  # fmt: skip
+
+    for option in (["--workers", "2"], ["--batch-size", "2"]):
+        with pytest.raises(ValueError, match="workers=1 and batch_size=1"):
+            parse_args([*argv("persistent", "x"), *option])
+    per_chain = evaluate(parse_args(argv("chain", "per_chain")))
+    config = parse_args(argv("persistent", "persistent"))
+    persistent = evaluate(config)
+    assert persistent["tgc"] == per_chain["tgc"] == 1.0
+    # the skills a chain defined are called, not defined again, in the chains after it
+    assert persistent["skills_created"] < per_chain["skills_created"]
+    assert persistent["mean_tokens"] < per_chain["mean_tokens"]
+    path = tmp_path / "persistent" / f"{config.run_name}.json"
+    _, records = summary_episodes(path)
+    names = [{s["name"] for s in r["skill_library_end"]["skills"]} for r in records]
+    assert names[0] and all(before <= after for before, after in zip(names, names[1:], strict=False))
+    counts, mismatch = verify(path)  # replayed in order, the library carried over as in the run
+    assert mismatch is None and counts["chains"] == 4
+
+    # killed after 2 chains (num_chains is not part of the config): the rerun starts chain 2 from chain 1's library
+    resumed_config = parse_args(argv("persistent", "resumed"))
+    evaluate(dataclasses.replace(resumed_config, num_chains=2))
+    resumed = evaluate(resumed_config)
+    assert {k: v for k, v in resumed.items() if k != "commit"} == {k: v for k, v in persistent.items() if k != "commit"}
+    # a log that is not the first chains in order leaves the starting library unknown: refused, nothing played
+    log = tmp_path / "resumed" / f"{config.run_name}.episodes.jsonl"
+    log.write_text("".join(line + "\n" for line in log.read_text().splitlines()[1:]))
+    with pytest.raises(ValueError, match="delete that log"):
+        evaluate(resumed_config)
+    assert len(log.read_text().splitlines()) == 3

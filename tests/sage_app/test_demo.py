@@ -11,7 +11,8 @@ from sage_app.demo import DemoConfig, agent_entries, comparison, comparison_line
 from sage_envs import domain_class
 from tests.test_examples import assert_intervals_hold
 
-LABELS = ["random", "expert", "sft", "grpo", "sage", "reskill"]
+LABELS = ["random", "expert", "sft", "grpo", "sage", "sage-persistent", "reskill"]
+EXTRA_LABELS = ["expert", "sft", "grpo", "sage", "reskill"]  # the extra sets: no random, no persistent library
 
 
 def test_comparison_is_points_and_relative_cuts():
@@ -131,6 +132,15 @@ def test_goals_are_met_not_met_or_not_measured():
                        "status": "not measured (arm not run)"}  # fmt: skip
     assert json.loads(json.dumps(list(got.values()))) == list(got.values())  # plain values, for results.json
 
+    persistent = "SAGE with a persistent library vs GRPO: generated tokens per task"
+    assert got[persistent]["status"] == "not measured (arm not run)"
+    # the persistent row (SAGE's library kept across chains): 20 tokens a task where GRPO's took 50, then 30
+    for tokens, met in ((20, True), (30, False)):
+        kept = {**episodes, demo.PERSISTENT: _solving(set(range(5)), 4, tokens)}
+        summaries = [_summary(label, records) for label, records in kept.items()]
+        row = {g["name"]: g for g in demo.goals(summaries, kept)}[persistent]
+        assert row["value"] == pytest.approx(100 * (tokens / 50 - 1)) and row["met"] is met
+
     summaries, episodes = _run(grpo=episodes["grpo"], sage=episodes["sage"], reskill=_solving(set(range(2, 20)), 9, 50))
     got = {g["name"]: g for g in demo.goals(summaries, episodes)}
     assert got["ReSkill vs GRPO: TGC"]["value"] == pytest.approx(30.0) and got["ReSkill vs GRPO: TGC"]["met"]
@@ -158,7 +168,7 @@ def test_goals_section_states_each_goal_and_what_depends_on_the_install():
     assert len(goal_lines) == len(demo.GOALS)
     assert goal_lines[3].startswith("- SAGE vs GRPO: steps per task: -60.0% [-60.0, -60.0] (goal <= -40%; issue 20")
     assert goal_lines[3].endswith("**met**") and goal_lines[2].endswith("**not met**")
-    assert goal_lines[5].endswith("(goal >= +5 points, 95% interval excluding 0; issue 21 item 4): "
+    assert goal_lines[6].endswith("(goal >= +5 points, 95% interval excluding 0; issue 21 item 4): "
                                   "**not measured (arm not run)**")  # fmt: skip
     assert assert_intervals_hold(section) == 5  # every measured goal's value lies in its interval
     assert "`versions` (this run: python 3.11.7, torch 2.13.0+cpu)" in section and "bf16" in section
@@ -224,7 +234,7 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     result = run_demo(cfg)
     extra = result["extra_summaries"]
-    assert [s["agent"] for s in extra] == LABELS[1:] and {(s["split"], s["n_chains"]) for s in extra} == {
+    assert [s["agent"] for s in extra] == EXTRA_LABELS and {(s["split"], s["n_chains"]) for s in extra} == {
         ("valid_seen", 2)
     }
     report = (out / "RESULTS.md").read_text()
@@ -277,7 +287,13 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
 def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
     out = tmp_path / "demo"
     result = run_demo(DemoConfig(quick=True, output_dir=str(out), extra_rl_seeds=[1]))
-    assert [s["agent"] for s in result["summaries"]] == [*LABELS, "grpo-seed1", "sage-seed1", "reskill-seed1"]
+    assert [s["agent"] for s in result["summaries"]] == [
+        *LABELS,
+        "grpo-seed1",
+        "sage-seed1",
+        "sage-persistent-seed1",
+        "reskill-seed1",
+    ]
     assert result["comparison"]["over_seeds"]["n"] == 2
     assert_intervals_hold((out / "RESULTS.md").read_text())
     for arm in ("grpo-seed1", "sage-seed1", "reskill-seed1"):
@@ -324,6 +340,9 @@ def test_sage_is_evaluated_from_an_empty_library_unless_the_bank_is_asked_for(tm
     assert kwargs["typed_arguments"] and kwargs["skill_templates"] and kwargs["write_skills"]
     banked = agent_entries(DemoConfig(sage_eval_bank=True), tmp_path / "sft", arms)["sage"][1]
     assert banked["skills_path"] == str(checkpoint / "skill_library")
+    # the persistent row: the same agent, one library kept across the evaluation chains
+    assert entries["sage-persistent"] == ("sage", kwargs, {**env_kwargs, "library_scope": "persistent"})
+    assert "sage-persistent" not in agent_entries(DemoConfig(sage_persistent_eval=False), tmp_path / "sft", arms)
 
 
 def test_the_reskill_arm_reads_guidance_and_starts_from_the_versions_it_accepted(tmp_path):
@@ -337,9 +356,11 @@ def test_the_reskill_arm_reads_guidance_and_starts_from_the_versions_it_accepted
     assert entries["grpo-seed1"][0] == "grpo" and "skills_path" not in entries["grpo-seed1"][1]
     # the same weights without the library: what RL taught them apart from the guidance
     agent, weights, weights_env = entries["reskill-weights-seed1"]
-    assert agent == "reskill" and weights_env == env_kwargs and weights == {
-        k: v for k, v in kwargs.items() if k != "skills_path"
-    }
+    assert (
+        agent == "reskill"
+        and weights_env == env_kwargs
+        and weights == {k: v for k, v in kwargs.items() if k != "skills_path"}
+    )
     assert demo.arm_of("reskill-weights-seed1") not in demo.ARMS  # no RL arm of its own (goals, benchmark)
     (reskill / "reskill_library").rmdir()  # nothing accepted: the arm is its weights, once
     assert [label for label in agent_entries(DemoConfig(), tmp_path / "sft", arms) if "reskill" in label] == [
