@@ -15,7 +15,7 @@ PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
-AGENTS=${AGENTS:-"sft grpo react memory reskill sage"}  # the entries to (re)compute; reskill needs RESKILL
+AGENTS=${AGENTS:-"sft grpo react memory reskill sage sage-persistent"}  # the entries to (re)compute; reskill needs RESKILL
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # The demo run's env, splits, protocol, policy options and SAGE's skill options (templates, write_skills) as JSON
 # members (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as
@@ -52,7 +52,7 @@ if os.path.isdir(os.path.join(ckpt, "reskill_library")):
 print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent), json.dumps(weights), sep="\n")' "$RESKILL_CKPT")
 fi
 mkdir -p leaderboard/results
-for label in sft grpo sage; do
+for label in sft grpo sage sage-persistent; do
   episodes=$DEMO/results/${label}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
   if [ -f "$episodes" ] && [ ! -f "leaderboard/results/$(basename "$episodes")" ]; then
     cp "$episodes" leaderboard/results/
@@ -94,6 +94,11 @@ for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
   want sage && run --agent sage --label sage $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"program\"}" \
+      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
+  # The same checkpoint with one library kept across the chains, played in order one at a time (docs/leaderboard.md)
+  # shellcheck disable=SC2086
+  want sage-persistent && run --agent sage --label sage-persistent $split --workers 1 --batch-size 1 \
+      --env-kwargs "{$ENV, \"skills\": \"program\", \"library_scope\": \"persistent\"}" \
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
 done
 "$PY" -m leaderboard.render
