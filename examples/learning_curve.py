@@ -2,8 +2,12 @@
 
     python examples/learning_curve.py runs/demo --arm sage --steps 40 --eval-every 5 --output runs/curve-sage
 
+    python examples/learning_curve.py runs/demo --arm grpo --steps 50 --eval-every 10 --eval-split valid_unseen \
+        --eval-chains 50 --set temperature=0.6 --set lr=1e-4 --output runs/curve-grpo-t0.6
+
 Starts from the demo's SFT checkpoint (``runs/demo/sft/model``, from ``make demo``) with the demo arm's exact
-settings (sage_app/demo.py ``arm_config``), trains ``--steps`` steps, and every ``--eval-every`` steps plays
+settings (sage_app/demo.py ``arm_config``; ``--set KEY=VALUE`` overrides a TrainConfig field, the value read as
+JSON), trains ``--steps`` steps, and every ``--eval-every`` steps plays
 the first ``--eval-chains`` chains of ``--eval-split`` greedily (TrainConfig ``eval_every``). Writes
 ``OUTPUT/learning_curve.png``: the evaluation success (fixed chains) and the per-step training success (one
 random chain per step, 8 rollouts). Resumable like any training run.
@@ -35,14 +39,22 @@ def main() -> None:
     parser.add_argument("--eval-chains", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="runs/curve-sage")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig field")
     args = parser.parse_args()
+    overrides = {}
+    for pair in args.set:
+        key, _, value = pair.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value  # a bare word is a string
 
     demo = Path(args.demo_dir)
     cfg = DemoConfig.load(demo / "demo_config.json")
     config = dataclasses.replace(
         arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", args.seed),
         output_dir=args.output, total_steps=args.steps, eval_every=args.eval_every, eval_split=args.eval_split,
-        eval_chains=args.eval_chains,
+        eval_chains=args.eval_chains, **overrides,
     )  # fmt: skip
     trainer = Trainer(config)
     try:

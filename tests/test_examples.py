@@ -243,11 +243,14 @@ def toy_demo(tiny, tmp_path_factory):
 
 def test_learning_curve_trains_a_demo_arm_and_evaluates_it_every_step(toy_demo, tmp_path, monkeypatch, capsys):
     argv = [str(toy_demo), "--arm", "grpo", "--steps", "1", "--eval-every", "1", "--eval-chains", "2",
-            "--output", str(tmp_path)]  # fmt: skip
+            "--output", str(tmp_path), "--set", "temperature=0.6", "--set", "lr=3e-5"]  # fmt: skip
     out = run_main("learning_curve", argv, monkeypatch, capsys)
     curve = re.fullmatch(r"eval task success by step: \{0: (\S+), 1: (\S+)\}", out.strip().splitlines()[-1])
     assert curve and all(0 <= float(v) <= 1 for v in curve.groups())
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
+    checkpoint = tmp_path / "checkpoints" / (tmp_path / "checkpoints" / "latest").read_text().strip()
+    trained = json.loads((checkpoint / "trainer_state.json").read_text())["config"]
+    assert (trained["temperature"], trained["lr"]) == (0.6, 3e-5)  # the --set overrides reached the run
 
 
 def test_sft_loss_ablation_trains_both_losses_and_measures_them(toy_demo, monkeypatch, capsys):
