@@ -12,6 +12,8 @@ per step of the training loop (TRL's ``train_runtime``, without the data set-up)
 times faster than the first row; ``loss`` = TRL's mean training loss of the run (the same math either way:
 recomputing activations changes the speed, not the gradients, up to float rounding). ``--compare precision``:
 bf16 autocast vs fp32, checkpointing off (bf16 is emulated, and slow, on CPUs without bf16 kernels).
+``--compare batch``: the demo's batch vs 4x it, the demo's precision, checkpointing off (then compare ``pairs/s``:
+a tiny model's step is mostly fixed cost; ``x`` is the ratio of pairs per second).
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from sage_agents.sft import reweight_pairs, runs_bf16_natively, sft_warm_start
 from sage_app.demo import DemoConfig
 
 
-def settings(compare: str, cfg: DemoConfig) -> dict[str, dict[str, bool | None]]:
+def settings(compare: str, cfg: DemoConfig) -> dict[str, dict[str, bool | int | None]]:
     """Row label -> the ``sft_warm_start`` options that differ between the compared runs."""
+    if compare == "batch":
+        return {f"batch {cfg.sft_batch_size}": {"bf16": cfg.sft_bf16, "gradient_checkpointing": False},
+                f"batch {4 * cfg.sft_batch_size}": {"bf16": cfg.sft_bf16, "gradient_checkpointing": False,
+                                                    "batch_size": 4 * cfg.sft_batch_size}}  # fmt: skip
     if compare == "precision":
         return {"bf16 autocast": {"bf16": True, "gradient_checkpointing": False},
                 "fp32": {"bf16": False, "gradient_checkpointing": False}}  # fmt: skip
@@ -43,7 +49,7 @@ def main() -> None:
     parser.add_argument("--pairs", required=True, help="expert pairs.jsonl of a demo run (stage 1)")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps per run")
     parser.add_argument("--repeat", type=int, default=1, help="alternating rounds of both settings")
-    parser.add_argument("--compare", choices=("checkpointing", "precision"), default="checkpointing")
+    parser.add_argument("--compare", choices=("checkpointing", "precision", "batch"), default="checkpointing")
     args = parser.parse_args()
     cfg = DemoConfig()
     pairs = [json.loads(line) for line in open(args.pairs)]
@@ -58,20 +64,21 @@ def main() -> None:
             model = copy.deepcopy(initial)
             metrics = sft_warm_start(
                 model, tokenizer, pairs, output_dir=tempfile.mkdtemp(), max_steps=args.steps, lr=cfg.sft_lr,
-                batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, **options,
+                seed=cfg.seed, max_length=1024, **{"batch_size": cfg.sft_batch_size, **options},
                 completion_only=cfg.sft_completion_only, progress=False,
             )  # fmt: skip
             seconds[label].append(metrics["train_runtime"] / args.steps)  # the loop, not data set-up
             losses[label] = metrics["train_loss"]
-    base = statistics.median(next(iter(seconds.values())))
-    print(f"{args.steps} steps x batch {cfg.sft_batch_size}, {args.repeat} round(s); CPU capability "
+    throughput = {label: rows[label].get("batch_size", cfg.sft_batch_size) / statistics.median(seconds[label])
+                  for label in rows}  # fmt: skip
+    base = next(iter(throughput.values()))
+    print(f"{args.steps} steps per run, {args.repeat} round(s); CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, bf16 kernels: {runs_bf16_natively()}")  # fmt: skip
     print("| setting | s/step | pairs/s | x | loss |")
     print("|---|---|---|---|---|")
     for label in rows:
-        per_step = statistics.median(seconds[label])
-        print(f"| {label} | {per_step:.3f} | {cfg.sft_batch_size / per_step:.1f} | {base / per_step:.2f} | "
-              f"{losses[label]:.4f} |")  # fmt: skip
+        print(f"| {label} | {statistics.median(seconds[label]):.3f} | {throughput[label]:.1f} | "
+              f"{throughput[label] / base:.2f} | {losses[label]:.4f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

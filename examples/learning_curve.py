@@ -24,8 +24,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import typer
 
 from sage_agents.trainer import Trainer
+from sage_app.cli import parse_overrides
 from sage_app.demo import ARMS, DemoConfig, arm_config
 
 
@@ -41,13 +43,10 @@ def main() -> None:
     parser.add_argument("--output", default="runs/curve-sage")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig field")
     args = parser.parse_args()
-    overrides = {}
-    for pair in args.set:
-        key, _, value = pair.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value  # a bare word is a string
+    try:
+        overrides = parse_overrides(args.set)
+    except typer.BadParameter as error:
+        parser.error(str(error))
 
     demo = Path(args.demo_dir)
     cfg = DemoConfig.load(demo / "demo_config.json")

@@ -49,6 +49,11 @@ RECORDED_PACKAGES = (
 )  # fmt: skip
 
 
+def keeps_library(env_kwargs: dict[str, Any]) -> bool:
+    """Whether env options keep one skill library across chains (``library_scope="persistent"``): chains in order."""
+    return env_kwargs.get("library_scope") == "persistent"
+
+
 @dataclass
 class EvalConfig:
     """One evaluation: an agent on the first ``num_chains`` chains of one env split, once per seed."""
@@ -105,7 +110,7 @@ class EvalConfig:
         library the one before ended with; each episode record keeps that end library (``skill_library_end``),
         so that a killed run resumes from it and ``leaderboard.verify`` replays the chains in the same order.
         """
-        return self.env_kwargs.get("library_scope") == "persistent"
+        return keeps_library(self.env_kwargs)
 
     @property
     def make_kwargs(self) -> dict[str, Any]:

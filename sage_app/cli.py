@@ -28,8 +28,8 @@ from sage_app.demo import DemoConfig
 app = typer.Typer(add_completion=False, help="Train and evaluate LLM agents on the SageChain envs.")
 
 
-def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``["lr=1e-4", "total_steps=10"]`` -> dict (JSON values, else strings)."""
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["lr=1e-4", "total_steps=10"]`` -> dict (JSON values, else strings): the ``--set KEY=VALUE`` options."""
     out: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
@@ -124,7 +124,7 @@ def _default(field: dataclasses.Field) -> Any:
 
 def _fields(config: Path | None, sets: list[str] | None, options: dict[str, Any]) -> dict[str, Any]:
     """The --config file's fields, overridden by --set's, then by the field options; one field both ways is refused."""
-    overrides = _parse_overrides(sets or [])
+    overrides = parse_overrides(sets or [])
     both = sorted(set(overrides) & set(options))
     if both:
         raise typer.BadParameter(f"{both} given both by --set and by its own option; keep one of them.")

@@ -646,14 +646,14 @@ def evaluate_agents(
     Returns:
         The ``eval_split`` summaries, the extra sets' summaries, and a note per set skipped for lack of data.
     """
-    from leaderboard.evaluate import EvalConfig, evaluate
+    from leaderboard.evaluate import EvalConfig, evaluate, keeps_library
     from sage_envs.error import DataNotFoundError
 
     entries = agent_entries(cfg, sft, arms)
 
     def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
         agent, agent_kwargs, env_kwargs = entries[label]
-        sequential = env_kwargs.get("library_scope") == "persistent"  # one library's history: one chain at a time
+        sequential = keeps_library(env_kwargs)  # one library's history: one chain at a time
         config = EvalConfig(
             agent=agent, label=label, env=cfg.env_id, split=split, source=source, num_chains=num_chains,
             seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"),
