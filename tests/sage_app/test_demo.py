@@ -1,6 +1,8 @@
 """The main job's pipeline (sage_app/demo.py): the --quick smoke run end to end, resume, the comparison."""
 
+import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -503,20 +505,31 @@ def test_a_run_saved_before_env_id_with_all_skills_keeps_all_of_them(tmp_path):
     assert DemoConfig.load(tmp_path / "demo_config.json").eval_split == "valid_unseen"
 
 
+SCIENCEWORLD = "SageChain-ScienceWorld-v0"
+OTHER_ENVS = {  # env id -> a command of its own and the opening of one of its expert's skill definitions
+    TEXTWORLD: ("prepare meal", "skill serve_meal()"),
+    SCIENCEWORLD: ("look around", "skill enter(room)"),
+}
+
+
 @pytest.mark.slow
-def test_quick_demo_runs_every_stage_on_textworld(tmp_path):
+@pytest.mark.parametrize("env_id", list(OTHER_ENVS))
+def test_quick_demo_runs_every_stage_on_another_env(env_id, tmp_path):
+    if env_id == SCIENCEWORLD and (importlib.util.find_spec("scienceworld") is None or shutil.which("java") is None):
+        pytest.skip("ScienceWorld needs the scienceworld package and Java")
     out = tmp_path / "demo"
-    cfg = DemoConfig(env_id=TEXTWORLD, quick=True, output_dir=str(out))
+    cfg = DemoConfig(env_id=env_id, quick=True, output_dir=str(out))
     cfg.expert_chains, cfg.eval_chains, cfg.rl_steps = 2, 1, 1  # the smallest run that goes through every stage
     result = run_demo(cfg)
     assert [s["agent"] for s in result["summaries"]] == LABELS
-    assert all((s["env"], s["split"], s["n_chains"]) == (TEXTWORLD, "test", 1) for s in result["summaries"])
+    assert all((s["env"], s["split"], s["n_chains"]) == (env_id, "test", 1) for s in result["summaries"])
     by = {s["agent"]: s for s in result["summaries"]}
-    assert by["expert"]["tgc"] == 1.0  # the walkthrough expert wins both recipes of the chain
+    assert by["expert"]["tgc"] == 1.0  # the privileged expert (walkthrough, gold sequence) wins both tasks
     pairs = [json.loads(line) for line in (out / "expert" / "pairs.jsonl").read_text().splitlines()]
-    assert any(p["completion"] == "prepare meal" for p in pairs)  # TextWorld's own commands
-    assert any(p["completion"].startswith("skill serve_meal()") for p in pairs)  # and its expert's skills
-    assert not any("Guidance:" in p["prompt"] for p in pairs)  # TextWorld gives no advice: no guidance pairs
+    command, definition = OTHER_ENVS[env_id]
+    assert any(p["completion"] == command for p in pairs)  # the env's own commands
+    assert any(p["completion"].startswith(definition) for p in pairs)  # and its expert's skills
+    assert not any("Guidance:" in p["prompt"] for p in pairs)  # neither domain gives advice: no guidance pairs
     for path in ("sft/model/config.json", "sft/metrics.json", "results.json", "RESULTS.md", "learning_curves.png",
                  "success_vs_tokens.png"):  # fmt: skip
         assert (out / path).stat().st_size > 0, path
@@ -525,8 +538,8 @@ def test_quick_demo_runs_every_stage_on_textworld(tmp_path):
         assert steps == [1.0]
         checkpoint = out / arm / "checkpoints" / (out / arm / "checkpoints" / "latest").read_text().strip()
         state = json.loads((checkpoint / "trainer_state.json").read_text())
-        assert state["config"]["env_id"] == TEXTWORLD and "command_grammar" not in state["config"]["env_kwargs"]
+        assert state["config"]["env_id"] == env_id and "command_grammar" not in state["config"]["env_kwargs"]
     for label in LABELS:
-        assert (out / "results" / f"{label}__{TEXTWORLD}__test__default.json").exists()
-        assert (out / "results" / f"{label}__{TEXTWORLD}__test__default.episodes.jsonl").exists()
-    assert DemoConfig.load(out / "demo_config.json").env_id == TEXTWORLD
+        assert (out / "results" / f"{label}__{env_id}__test__default.json").exists()
+        assert (out / "results" / f"{label}__{env_id}__test__default.episodes.jsonl").exists()
+    assert DemoConfig.load(out / "demo_config.json").env_id == env_id

@@ -1,13 +1,14 @@
 """The ScienceWorld domain plug-in: the ``scienceworld`` package's 30 task families, their official variation splits.
 
 One ScienceWorld simulator (a JVM reached over py4j) is started per domain instance, lazily, and reused by every
-task the domain loads: starting a JVM costs seconds, loading a task a fraction of one. A chain is
-``chain_length`` consecutive variations of one task family within a split (ReSkill's ScienceWorld setting: related
-tasks of one family); the chain list interleaves the families, so the first chains of a split span them all.
+task the domain loads: starting a JVM costs seconds, loading a task a fraction of one. A chain is ``chain_length``
+consecutive variations of one task family within a split (ReSkill's ScienceWorld setting: related tasks of one
+family); the chain list interleaves the families, so the first chains of a split span them all.
 
-The expert replays ScienceWorld's gold action sequence of each variation. Generating one takes the simulator from
-under a second to ~35 s (the Mendelian genetics tasks), so gold sequences are generated on a separate simulator
-of their own and cached on disk, as are the split's variation lists (listing them loads all 30 families).
+The expert (:class:`ScienceWorldExpert`) replays ScienceWorld's gold action sequence of each
+variation. Generating one takes the simulator from under a second to ~35 s (the Mendelian genetics tasks), so gold
+sequences are generated on a separate simulator of their own and cached on disk, as are the split's variation lists
+(listing them loads all 30 families).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from sage_envs.domain import Domain, StepResult, TaskGame, TaskSpec
+from sage_envs.domains.plan_expert import PlanExpert
 from sage_envs.error import DataNotFoundError, InvalidConfigError, suggest
 
 SPLITS = ("train", "dev", "test")
@@ -356,14 +358,13 @@ class ScienceWorldDomain(Domain):
     def expert(
         cls, *, use_skills: bool = True, skills: Sequence[str] | None = None, cache_dir: Any = None
     ) -> ScienceWorldExpert:
-        """The gold-sequence expert (:class:`ScienceWorldExpert`); it plays plain commands.
+        """The gold-sequence expert (:class:`ScienceWorldExpert`)."""
+        return ScienceWorldExpert(use_skills=use_skills, skills=skills, cache_dir=cache_dir)
 
-        Raises:
-            InvalidConfigError: ``skills`` names a skill (the domain has no skill templates).
-        """
-        if skills:
-            raise InvalidConfigError(f"skills={list(skills)!r}: the ScienceWorld expert has no skills; pass None.")
-        return ScienceWorldExpert(cache_dir=cache_dir)
+    @classmethod
+    def skill_templates(cls, **_env_kwargs: Any) -> dict[str, list[str]]:
+        """The expert's skill definitions by name (one form each: every variation speaks one grammar)."""
+        return {name: [text] for name, text in SKILLS.items()}
 
     @classmethod
     def vocabulary(cls) -> list[str]:
@@ -418,38 +419,92 @@ MESSAGES = (
 """Frequent engine messages, so that a tokenizer knows their words before it sees a game."""
 
 
-class ScienceWorldExpert:
-    """Replays each variation's gold action sequence (privileged: it knows the variation from the task id).
+SKILLS = {
+    "enter": """skill enter(room):
+    # open the door to the room, then walk through it
+    open door to {room}
+    go to {room}""",
+    "measure_temperature": """skill measure_temperature(substance):
+    # look at the substance, then read its temperature with the thermometer held in the inventory
+    examine {substance}
+    use thermometer in inventory on {substance}""",
+    "water": """skill water(pot):
+    # fill the jug at the sink and pour it into the plant's pot
+    activate sink
+    move jug to sink
+    pour jug into {pot}
+    deactivate sink""",
+}
+"""The expert's skill definitions (the DSL), by name: the routines that recur across the task families' gold
+sequences (through a door: most families; a temperature reading: boil, freeze, melt, the melting points; watering:
+the growing tasks)."""
 
-    The chain env's ``info`` names the task an action went to (``task_id``); when a step opens the next task, the
-    id is still the finished one's, so the expert takes the next variation of the family in its split, which is
-    how :meth:`ScienceWorldDomain.chains` builds chains.
+_WATERING = ("activate sink", "move jug to sink", "pour jug into ", "deactivate sink")
+
+
+def skill_call(commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """The skill call of :data:`SKILLS` that sends the first commands of ``commands``, or None.
+
+    ``["open door to kitchen", "go to kitchen", ...]`` gives ``("enter", ("kitchen",))``.
+    """
+    first, second = (list(commands[:2]) + ["", ""])[:2]
+    door = re.fullmatch(r"open door to (.+)", first)
+    if door and second == f"go to {door.group(1)}":
+        return "enter", (door.group(1),)
+    examined = re.fullmatch(r"examine (.+)", first)
+    if examined and second == f"use thermometer in inventory on {examined.group(1)}":
+        return "measure_temperature", (examined.group(1),)
+    steps = list(commands[:4])
+    if len(steps) == 4 and steps[:2] == list(_WATERING[:2]) and steps[3] == _WATERING[3]:
+        pot = steps[2].removeprefix(_WATERING[2])
+        if pot != steps[2] and pot:
+            return "water", (pot,)
+    return None
+
+
+class ScienceWorldExpert(PlanExpert):
+    """Replays each variation's gold action sequence; with skills, sends its routines as calls of :data:`SKILLS`.
+
+    The loop is :class:`~sage_envs.domains.plan_expert.PlanExpert`'s. The chain env's ``info`` names the task an
+    action went to (``task_id``); when a step opens the next task, the id is still the finished one's, so the
+    expert takes the next variation of the family in its split, which is how ``ScienceWorldDomain.chains`` builds
+    chains.
     """
 
-    skills: tuple[str, ...] = ()
-    """The skills it defines: none (it plays plain commands)."""
+    definitions = SKILLS
+    idle_command = "look around"
     given = "each variation's gold action sequence (privileged: it knows the variation from the task id)"
     """What it is handed, in words (the leaderboard's "given")."""
 
-    def __init__(self, cache_dir: Any = None) -> None:
+    def __init__(self, use_skills: bool = True, skills: Sequence[str] | None = None, cache_dir: Any = None) -> None:
+        """Create the agent.
+
+        Args:
+            use_skills: send skill definitions and calls; False sends plain commands only (``skills="none"``).
+            skills: the names of :data:`SKILLS` it may use (None = all).
+            cache_dir: the cache of gold sequences (default ``$SAGE_CACHE_DIR``, else ``~/.cache/sage_envs``).
+
+        Raises:
+            ValueError: an unknown skill name.
+        """
         self.cache_dir = cache_dir
-        self._task: str | None = None
-        self._plan: list[str] = []
+        super().__init__(use_skills, skills)
 
-    def reset(self) -> None:
-        """Forget the current task (a new chain starts)."""
-        self._task, self._plan = None, []
-
-    def act(self, observation: dict[str, str], info: dict[str, Any]) -> str:
-        """The next gold command of the current task (``look around`` past its end)."""
-        current = info["task_id"]
+    def task_key(self, info: Mapping[str, Any]) -> str:
+        """The task the next action goes to: ``info["task_id"]``, or the next variation once that task ended."""
+        current = str(info["task_id"])
         # After a reset no task has ended yet; after a step that ended task k, chain_successes has k + 1 entries.
-        if info.get("new_task") and len(info["chain_successes"]) > info["task_index"]:
-            current = self._next_task(current)
-        if current != self._task:
-            self._task = current
-            self._plan = GOLD.sequence(*parse_task_id(current), cache_dir=self.cache_dir)
-        return self._plan.pop(0) if self._plan else "look around"
+        if info.get("new_task") and len(info.get("chain_successes", [])) > info.get("task_index", 0):
+            return self._next_task(current)
+        return current
+
+    def plan(self, task_key: str) -> list[str]:
+        """The variation's gold sequence (cached on disk)."""
+        return list(GOLD.sequence(*parse_task_id(task_key), cache_dir=self.cache_dir))
+
+    def skill_call(self, commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+        """:func:`skill_call`."""
+        return skill_call(commands)
 
     def _next_task(self, finished: str) -> str:
         """The task after ``finished`` in its chain: the next variation of its family in the same split."""

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sage_envs.domains.plan_expert import PlanExpert
 from sage_envs.domains.textworld.generator import game_file, walkthrough
 
 SKILLS = {
@@ -71,16 +72,14 @@ def current_task_id(info: Mapping[str, Any]) -> str:
     return _TASK_POSITION_RE.sub(f"task{len(info.get('chain_successes', []))}", str(info["task_id"]))
 
 
-class TextworldExpert:
+class TextworldExpert(PlanExpert):
     """Follows each game's walkthrough; with skills, sends its routines as calls of :data:`SKILLS`.
 
-    Protocol (as for every agent of the project): :meth:`reset` at each chain start, then :meth:`act` with the
-    chain env's observation and ``info`` (``task_id``, ``chain_successes``, ``primitive_steps``,
-    ``skill_library``, ``action_valid``, ``message``). Its place in the walkthrough advances by the primitive
-    commands each turn ran, so a skill call that stops early is followed by the walkthrough's next command.
-    Whenever a skill cannot be used (skills disabled, a failing call) it carries on with plain commands.
+    The loop is :class:`~sage_envs.domains.plan_expert.PlanExpert`'s: skills defined on first use, plain commands
+    where a skill cannot be used.
     """
 
+    definitions = SKILLS
     given = "each game's walkthrough (privileged: it reads the game's metadata)"
     """What it is handed, in words (the leaderboard's "given")."""
 
@@ -101,45 +100,17 @@ class TextworldExpert:
         Raises:
             ValueError: an unknown skill name.
         """
-        unknown = sorted(set(skills or ()) - set(SKILLS))
-        if unknown:
-            raise ValueError(f"unknown expert skills {unknown}; choose among {sorted(SKILLS)}")
-        self.use_skills = use_skills
-        self.skills = frozenset(SKILLS if skills is None else skills)
         self.cache_dir = cache_dir
-        self.reset()
+        super().__init__(use_skills, skills)
 
-    def reset(self) -> None:
-        """Forget the previous chain (called at each chain start)."""
-        self._skills_off = not self.use_skills
-        self._broken: set[str] = set()
-        self._task_id = ""
-        self._plan: list[str] = []
-        self._position = 0
-        self._call = ""
+    def task_key(self, info: Mapping[str, Any]) -> str:
+        """The game the next action goes to (:func:`current_task_id`)."""
+        return current_task_id(info)
 
-    def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
-        """Return the next action for the chain env's ``observation`` and ``info``."""
-        task_id = current_task_id(info)
-        if task_id != self._task_id:
-            self._task_id, self._position, self._call = task_id, 0, ""
-            self._plan = walkthrough(game_file(task_id, self.cache_dir))
-        else:
-            self._position += int(info.get("primitive_steps", 0))
-            if self._call and not info.get("action_valid", True):
-                if "disabled" in str(info.get("message", "")):
-                    self._skills_off = True
-                else:
-                    self._broken.add(self._call)
-        self._call = ""
-        remaining = self._plan[self._position :]
-        if not remaining:
-            return "look"  # the walkthrough is spent and the task goes on: nothing it knows wins from here
-        call = None if self._skills_off else skill_call(remaining)
-        if call is None or call[0] not in self.skills or call[0] in self._broken:
-            return remaining[0]
-        name, args = call
-        self._call = name
-        text = f"call {name}({', '.join(args)})"
-        library = {entry.get("name") for entry in info.get("skill_library", [])}
-        return text if name in library else f"{SKILLS[name]}\n{text}"
+    def plan(self, task_key: str) -> list[str]:
+        """The game's walkthrough."""
+        return walkthrough(game_file(task_key, self.cache_dir))
+
+    def skill_call(self, commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+        """:func:`skill_call`."""
+        return skill_call(commands)

@@ -20,6 +20,7 @@ if shutil.which("java") is None:
     pytest.skip("ScienceWorld's simulator needs Java (apt-get install default-jre-headless)", allow_module_level=True)
 
 from sage_envs.domains.scienceworld import domain as sw  # noqa: E402  (after the skips: needs the package)
+from sage_envs.domains.scienceworld.domain import SKILLS, ScienceWorldExpert, skill_call  # noqa: E402
 
 ENV_ID = "SageChain-ScienceWorld-v0"
 
@@ -93,6 +94,41 @@ def test_gold_expert_wins_with_score_100(find_env):
         scores.append(info["task_score"])
     assert info["chain_successes"] == [True, True] and scores[-1] == 100.0
     assert 0.0 < scores[0] < 100.0  # partial credit on the way
+
+
+def test_skill_call_segments_a_gold_sequence():
+    gold = ["open door to kitchen", "go to kitchen", "examine ice", "use thermometer in inventory on ice", "wait"]
+    assert skill_call(gold) == ("enter", ("kitchen",))
+    assert skill_call(gold[2:]) == ("measure_temperature", ("ice",))
+    watering = ["activate sink", "move jug to sink", "pour jug into flower pot 3", "deactivate sink"]
+    assert skill_call(watering) == ("water", ("flower pot 3",))
+    assert skill_call(["open door to kitchen", "go to hallway"]) is None
+    assert skill_call(["examine ice", "use thermometer in inventory on water"]) is None
+    assert skill_call(watering[:3] + ["wait"]) is None
+    assert skill_call(gold[4:]) is None and skill_call([]) is None
+    assert sorted(sw.ScienceWorldDomain.skill_templates()) == sorted(SKILLS)
+
+
+@pytest.mark.parametrize("mode", ["program", "none"])
+def test_expert_defines_its_skills_once_and_the_next_variation_calls_them(mode):
+    env = make(task_names=("find-living-thing",), chain_length=2, skills=mode)
+    expert = sage_envs.domain_class(ENV_ID).expert()
+    expert.reset()
+    obs, info = env.reset(options={"chain": 0})
+    infos, terminated = [], False
+    while not terminated:
+        obs, _, terminated, _, info = env.step(expert.act(obs, info))
+        infos.append(info)
+    assert info["chain_successes"] == [True, True]
+    kinds = [i["action_kind"] for i in infos]
+    if mode == "program":  # the first variation defines enter (with its first call); the second calls it
+        assert kinds.count("define") == 1 and "call" in kinds[kinds.index("define") + 1 :]
+        second = [i["skill_reuse"] for i in infos if i["task_index"] == 1 and i["action_kind"] == "call"]
+        assert second == [["enter"]] * 2  # out of the garden and back: both reuse the first variation's skill
+        assert env.unwrapped.library.names() == ["enter"]
+    else:  # the definition is refused ("skills disabled"), then the gold sequence goes on as commands
+        assert sum(not i["action_valid"] for i in infos) == 1 and "call" not in kinds
+    env.close()
 
 
 def test_expert_plan_is_the_rest_of_the_gold_sequence():
@@ -212,8 +248,9 @@ def test_canonical_sorts_each_run_of_indented_lines_like_a_naive_sort():
 def test_the_leaderboard_names_what_the_gold_expert_is_given():
     from sage_agents.baselines import make_expert
 
-    assert make_expert(env_id=ENV_ID).given == sw.ScienceWorldExpert.given  # no skills: no skill clause
-    assert "gold action sequence" in sw.ScienceWorldExpert.given
+    assert make_expert(env_id=ENV_ID, use_skills=False).given == ScienceWorldExpert.given
+    assert "gold action sequence" in ScienceWorldExpert.given
+    assert "its own skills (enter, measure_temperature, water)" in make_expert(env_id=ENV_ID).given
 
 
 def test_the_simulator_gets_constant_identity_hashes_after_the_users_jvm_options(monkeypatch):
