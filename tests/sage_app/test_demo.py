@@ -506,9 +506,11 @@ def test_a_run_saved_before_env_id_with_all_skills_keeps_all_of_them(tmp_path):
 
 
 SCIENCEWORLD = "SageChain-ScienceWorld-v0"
-OTHER_ENVS = {  # env id -> a command of its own and the opening of one of its expert's skill definitions
-    TEXTWORLD: ("prepare meal", "skill serve_meal()"),
-    SCIENCEWORLD: ("look around", "skill enter(room)"),
+OTHER_ENVS = {  # env id -> a command of its own, the opening of one of its expert's skill definitions, and
+    # whether the expert wins the first test chain within the demo's 30 turns per task (ScienceWorld's is a boil
+    # chain, whose gold sequence needs more)
+    TEXTWORLD: ("prepare meal", "skill serve_meal()", True),
+    SCIENCEWORLD: ("look around", "skill enter(room)", False),
 }
 
 
@@ -524,9 +526,9 @@ def test_quick_demo_runs_every_stage_on_another_env(env_id, tmp_path):
     assert [s["agent"] for s in result["summaries"]] == LABELS
     assert all((s["env"], s["split"], s["n_chains"]) == (env_id, "test", 1) for s in result["summaries"])
     by = {s["agent"]: s for s in result["summaries"]}
-    assert by["expert"]["tgc"] == 1.0  # the privileged expert (walkthrough, gold sequence) wins both tasks
+    command, definition, expert_wins = OTHER_ENVS[env_id]
+    assert by["expert"]["tgc"] == (1.0 if expert_wins else 0.0) and by["expert"]["skills_created"] >= 1
     pairs = [json.loads(line) for line in (out / "expert" / "pairs.jsonl").read_text().splitlines()]
-    command, definition = OTHER_ENVS[env_id]
     assert any(p["completion"] == command for p in pairs)  # the env's own commands
     assert any(p["completion"].startswith(definition) for p in pairs)  # and its expert's skills
     assert not any("Guidance:" in p["prompt"] for p in pairs)  # neither domain gives advice: no guidance pairs
