@@ -5,10 +5,10 @@ task the domain loads: starting a JVM costs seconds, loading a task a fraction o
 consecutive variations of one task family within a split (ReSkill's ScienceWorld setting: related tasks of one
 family); the chain list interleaves the families, so the first chains of a split span them all.
 
-The expert (:class:`ScienceWorldExpert`) replays ScienceWorld's gold action sequence of each
-variation. Generating one takes the simulator from under a second to ~35 s (the Mendelian genetics tasks), so gold
-sequences are generated on a separate simulator of their own and cached on disk, as are the split's variation lists
-(listing them loads all 30 families).
+The expert (:class:`ScienceWorldExpert`) replays ScienceWorld's gold action sequence of each variation. Generating
+one takes the simulator from under a second to ~35 s (the Mendelian genetics tasks), so gold sequences are
+generated on a separate simulator of their own and cached on disk, as are the split's variation lists (listing
+them loads all 30 families).
 """
 
 from __future__ import annotations
@@ -439,8 +439,6 @@ SKILLS = {
 sequences (through a door: most families; a temperature reading: boil, freeze, melt, the melting points; watering:
 the growing tasks)."""
 
-_WATERING = ("activate sink", "move jug to sink", "pour jug into ", "deactivate sink")
-
 
 def skill_call(commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
     """The skill call of :data:`SKILLS` that sends the first commands of ``commands``, or None.
@@ -454,11 +452,9 @@ def skill_call(commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
     examined = re.fullmatch(r"examine (.+)", first)
     if examined and second == f"use thermometer in inventory on {examined.group(1)}":
         return "measure_temperature", (examined.group(1),)
-    steps = list(commands[:4])
-    if len(steps) == 4 and steps[:2] == list(_WATERING[:2]) and steps[3] == _WATERING[3]:
-        pot = steps[2].removeprefix(_WATERING[2])
-        if pot != steps[2] and pot:
-            return "water", (pot,)
+    pour = re.fullmatch(r"pour jug into (.+)", commands[2]) if len(commands) >= 4 else None
+    if pour and [*commands[:2], commands[3]] == ["activate sink", "move jug to sink", "deactivate sink"]:
+        return "water", (pour.group(1),)
     return None
 
 
@@ -500,11 +496,9 @@ class ScienceWorldExpert(PlanExpert):
 
     def plan(self, task_key: str) -> list[str]:
         """The variation's gold sequence (cached on disk)."""
-        return list(GOLD.sequence(*parse_task_id(task_key), cache_dir=self.cache_dir))
+        return GOLD.sequence(*parse_task_id(task_key), cache_dir=self.cache_dir)
 
-    def skill_call(self, commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
-        """:func:`skill_call`."""
-        return skill_call(commands)
+    skill_call = staticmethod(skill_call)
 
     def _next_task(self, finished: str) -> str:
         """The task after ``finished`` in its chain: the next variation of its family in the same split."""

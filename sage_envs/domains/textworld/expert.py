@@ -111,6 +111,4 @@ class TextworldExpert(PlanExpert):
         """The game's walkthrough."""
         return walkthrough(game_file(task_key, self.cache_dir))
 
-    def skill_call(self, commands: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
-        """:func:`skill_call`."""
-        return skill_call(commands)
+    skill_call = staticmethod(skill_call)
