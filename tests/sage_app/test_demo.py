@@ -305,8 +305,9 @@ def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
 
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
     cfg = DemoConfig(long=True)
-    assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every) == (100, 10, 10) and not cfg.quick
-    assert DemoConfig(long=True, group_size=4).group_size == 4  # only the RL budget and its evaluations change
+    assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (100, 10, 10, 1e-4) and not cfg.quick
+    assert DemoConfig(long=True, group_size=4).group_size == 4  # only the RL budget, its rate and evaluations change
+    assert (DemoConfig(long=True, rl_lr=5e-5).rl_lr, DemoConfig(long=True, rl_steps=30).rl_steps) == (5e-5, 30)
     with pytest.raises(ValueError, match="set one of them"):
         DemoConfig(long=True, quick=True)
     for arm in ("grpo", "sage", "reskill"):
