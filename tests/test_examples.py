@@ -334,3 +334,30 @@ def test_guidance_conditioning_evaluates_a_saved_model(monkeypatch, capsys, tmp_
     out = run_main("guidance_conditioning", ["--quick", "--model", str(tmp_path)], monkeypatch, capsys)
     assert f"SFT model: {tmp_path};" in out and "SFT: " not in out  # evaluated, not trained
     assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]
+
+
+def test_cross_domain_guidance_reports_where_a_library_fires_and_whether_it_is_right(tmp_path, monkeypatch, capsys):
+    from sage_agents.reskill.creator import next_action, skill_text, when_line
+    from sage_envs.skills import Skill, SkillLibrary
+
+    def guidance(name, trigger, pattern, text):
+        return Skill(name=name, kind="guidance", trigger=trigger, pattern=pattern, text=text)
+
+    library = SkillLibrary()
+    go_first = skill_text(when_line("beginning"), next_action("go to", "go to desk 1"))  # an ALFWorld expert does
+    library.add(guidance("go_first", "beginning", "", go_first))
+    library.add(guidance("never", "action_pattern", r"^zzz\b", skill_text("Never.", next_action("open", ""))))
+    library.add(guidance("odd_words", "general", "", "Try the flibbertigibbet."))
+    library.save(tmp_path / "library")
+    argv = [str(tmp_path / "library"), "--target", "SageChain-ALFWorld-v0=valid_unseen", "--chains", "2"]
+    out = run_main("cross_domain_guidance", argv, monkeypatch, capsys)
+    rows = dict(re.findall(r"^\| (\w+) \| SageChain-ALFWorld-v0 valid_unseen \| (.*) \|$", out, re.M))
+    assert rows.keys() == {"go_first", "never", "odd_words"}
+    # shown on each task's first turn, where the expert goes somewhere: right there every time, not always elsewhere
+    shown, per_task, right_shown, right_anywhere, follow, unknown = rows["go_first"].split(" | ")
+    assert (shown, per_task, right_shown, follow, unknown) == ("100%", "1.0", "100%", "100%", "none")
+    assert int(right_anywhere.rstrip("%")) < 100
+    assert rows["never"].split(" | ")[:3] == ["0%", "0.0", "-"]
+    odd = rows["odd_words"].split(" | ")  # shown on every turn; names no verb, so nothing to be right about
+    assert odd[0] == "100%" and float(odd[1]) > 1 and odd[2:5] == ["-", "-", "-"] and "flibbertigibbet" in odd[5]
+    assert "<!-- SageChain-ALFWorld-v0 valid_unseen: 4 tasks," in out

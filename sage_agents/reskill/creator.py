@@ -347,6 +347,19 @@ def next_action(key: str, example: str, reason: str = "") -> str:
     return f"Next, do '{key}'" + (f", e.g. {example}" if example else "") + (f": {reason}." if reason else ".")
 
 
+ADVICE = re.compile(r"Next, do '([^']+)'")
+"""What :func:`next_action` writes, read back: the advised action key."""
+
+
+def advised_key(text: str) -> str | None:
+    """The action key a guidance text advises (``heat`` in ``Next, do 'heat', e.g. ...``), or None if it names none.
+
+    The inverse of :func:`next_action`, for texts in its layout (the rule creator's skills, the SFT guidance).
+    """
+    found = ADVICE.search(text)
+    return found.group(1) if found else None
+
+
 def rule_advice(rates: PassRates, episodes: Sequence[Episode]) -> dict[str, Any]:
     """Name, description, text pieces and candidate triggers for a skill addressing one assertion.
 

@@ -12,8 +12,10 @@ from sage_agents.reskill.assertions import Assertion, action_key, pass_rates
 from sage_agents.reskill.controller import make_creator
 from sage_agents.reskill.creator import (
     RuleCreator,
+    advised_key,
     diagnosed_turns,
     fire_rate,
+    next_action,
     shown,
     skill_text,
     source_failures,
@@ -31,6 +33,13 @@ def g(name, text="tip", trigger="general", pattern="", provenance=None):
 
 
 # ---------------------------------------------------------------------------------------------- VERIFY
+def test_advised_key_reads_back_the_verb_next_action_wrote():
+    cases = [("heat", "heat egg 1 with microwave 1", "it heats"), ("go to", "", ""), ("open", "x", "")]
+    for key, example, reason in cases:
+        assert advised_key(skill_text("Right after you 'take'.", next_action(key, example, reason))) == key
+    assert advised_key("Look around before you act.") is None
+
+
 def test_fire_rate_and_verification():
     episodes = [ep(["take a", "heat a"]), ep(["heat a", "take a"]), ep(["look"]), ep(["take b", "take c"])]
     assert fire_rate(g("x"), episodes) == fire_rate(g("x", trigger="beginning"), episodes) == 1.0
