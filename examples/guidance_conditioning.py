@@ -31,6 +31,7 @@ from sage_agents.policy import LLMPolicy
 from sage_agents.reskill.assertions import action_key
 from sage_agents.sft import (
     GuidanceMix,
+    Perturbation,
     add_guidance,
     advice_elsewhere,
     collect_expert_turns,
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--relevant", type=float, default=GuidanceMix.relevant, help="GuidanceMix.relevant")
     parser.add_argument("--irrelevant", type=float, default=GuidanceMix.irrelevant, help="GuidanceMix.irrelevant")
     parser.add_argument("--own-example", type=float, default=GuidanceMix.own_example, help="GuidanceMix.own_example")
+    parser.add_argument("--followed", type=float, default=GuidanceMix.followed, help="GuidanceMix.followed")
+    parser.add_argument("--perturbation", type=float, default=0.0, help="Perturbation.rate of the expert's play")
     parser.add_argument("--model", help="evaluate this SFT model folder (e.g. runs/demo/sft/model) instead of training")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -127,9 +130,13 @@ def main() -> None:
 
     cfg = DemoConfig(seed=args.seed)
     env = gym.make(ENV_ID, split="train", skills="none", **cfg.env_kwargs)
-    turns = collect_expert_turns(env, AlfworldExpert(use_skills=False), range(args.train_chains), seed=args.seed)
+    noise = Perturbation(args.perturbation, seed=args.seed) if args.perturbation else None
+    expert, chains = AlfworldExpert(use_skills=False), range(args.train_chains)
+    kept = args.followed > 0  # perturbed turns are pairs only when guidance names what was sent
+    turns = collect_expert_turns(env, expert, chains, seed=args.seed, perturbation=noise, keep_perturbed=kept)
     env.close()
-    pool = [(t.obs["task"], a) for t in turns if (a := advise(t.obs["task"], t.earlier, t.action)) is not None]
+    own = [t for t in turns if not t.sent_instead]
+    pool = [(t.obs["task"], a) for t in own if (a := advise(t.obs["task"], t.earlier, t.action)) is not None]
     if args.model:
         model, tokenizer = load_policy(args.model)
         print(f"SFT model: {args.model}; {len(pool)} advised turns of {args.train_chains} train chains to draw from")
@@ -149,10 +156,13 @@ def main() -> None:
 
 def train_model(args: argparse.Namespace, cfg: DemoConfig, turns: list) -> tuple:
     """Stages 1-2: guidance in the turns' prompts (``GuidanceMix``), then SFT of a tiny model on them."""
-    mix = GuidanceMix(args.relevant, args.irrelevant, own_example=args.own_example, seed=args.seed)
-    add_guidance(turns, mix, advise)
-    guided = sum("Guidance:" in t.obs["skills"] for t in turns)
-    relevant = sum(f"Next, do '{action_key(t.action)}'" in t.obs["skills"] for t in turns)  # its verb, own or not
+    mix = GuidanceMix(
+        args.relevant, args.irrelevant, own_example=args.own_example, followed=args.followed, seed=args.seed
+    )
+    turns = add_guidance(turns, mix, advise)
+    followed = sum(t.sent_instead for t in turns)
+    guided = sum("Guidance:" in t.obs["skills"] for t in turns) - followed
+    relevant = sum(f"Next, do '{action_key(t.action)}'" in t.obs["skills"] for t in turns) - followed  # own or not
 
     formatter, tokenizer = build_tiny_model(hidden=32, layers=1)  # only formats prompts here
     prompter = LLMPolicy(formatter, tokenizer, **cfg.prompt_kwargs)
@@ -166,8 +176,9 @@ def train_model(args: argparse.Namespace, cfg: DemoConfig, turns: list) -> tuple
             seed=args.seed, max_length=1024, bf16=cfg.sft_bf16, completion_only=cfg.sft_completion_only,
             progress=False,
         )  # fmt: skip
-    print(f"SFT: {len(pairs)} expert turns from {args.train_chains} train chains ({relevant} with relevant guidance, "
-          f"{guided - relevant} irrelevant, {len(pairs) - guided} none), {len(train)} after reweighting, "
+    print(f"SFT: {len(pairs) - followed} expert turns from {args.train_chains} train chains ({relevant} with relevant "
+          f"guidance, {guided - relevant} irrelevant, {len(pairs) - followed - guided} none), {followed} perturbed "
+          f"turns shown guidance naming the command sent, {len(train)} after reweighting, "
           f"loss {metrics['train_loss']:.3f}")  # fmt: skip
     return model, tokenizer
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from sage_agents.policy import ENTITY_PATTERN, LLMPolicy, argument_options, skil
 from sage_agents.reskill.assertions import action_key, key_pattern
 from sage_agents.reskill.creator import next_action, skill_text, when_line
 from sage_envs import Skill, SkillLibrary
+from sage_envs.domain import Advice
 
 
 class PlanExpert:
@@ -54,10 +56,19 @@ class GuidanceMix:
     objects are another game's, as in ReSkill's rule skills, whose examples come from other episodes. 1 (every
     measured demo run's recipe): one SFT run at 0 read guidance no better and played worse, within the spread of
     SFT runs (docs/reskill.md, "Guidance conditioning")."""
+    followed: float = 0.0
+    """Share of the perturbed turns (:class:`Perturbation`: a random command sent instead of the expert's) kept as
+    pairs whose prompt shows guidance naming the command sent, the rule creator's layout without a reason
+    (``own_example`` applies: the rest show another task's advice of its verb). On the other turns guidance names
+    what the observation already decides, and the demo's SFT models did not learn to read it (docs/reskill.md,
+    "Guidance conditioning"); on these only the guidance tells what to do. 0 (every measured demo run): perturbed
+    turns are not pairs."""
     seed: int = 0
     """Seed of the draws (which turns get which guidance, which irrelevant skill): the same seed, the same pairs."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.followed <= 1:
+            raise ValueError(f"GuidanceMix.followed={self.followed} is a share: it must be in [0, 1].")
         if not (0 <= self.relevant <= 1 and 0 <= self.irrelevant <= 1 and self.relevant + self.irrelevant <= 1):
             raise ValueError(
                 f"GuidanceMix shares relevant={self.relevant}, irrelevant={self.irrelevant} must each be in [0, 1] "
@@ -154,6 +165,9 @@ class ExpertTurn:
     """The admissible commands of the turn."""
     action: str
     """The expert's action (the completion)."""
+    sent_instead: bool = False
+    """A perturbed turn: ``action`` is the random command sent instead of the expert's (recorded only when asked:
+    :func:`collect_expert_turns`' ``keep_perturbed``)."""
 
     @property
     def earlier(self) -> list[str]:
@@ -170,8 +184,13 @@ def collect_expert_turns(
     only_successful: bool = True,
     max_turns: int = 10_000,
     perturbation: Perturbation | None = None,
+    keep_perturbed: bool = False,
 ) -> list[ExpertTurn]:
-    """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`)."""
+    """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`).
+
+    ``keep_perturbed``: record the perturbed turns too (``ExpertTurn.sent_instead``), for guidance that names what
+    was sent (:attr:`GuidanceMix.followed`); by default they are history only.
+    """
     chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
     if perturbation is not None and not hasattr(expert, "override"):
         raise ValueError(
@@ -195,6 +214,8 @@ def collect_expert_turns(
             if noise is not None and noise != action:
                 expert.override(noise)  # not a training pair: the turns after it show the recovery
                 action = noise
+                if keep_perturbed:
+                    task_turns.append(ExpertTurn(obs, list(history), admissible, action, sent_instead=True))
             else:
                 task_turns.append(ExpertTurn(obs, list(history), admissible, action))
             before = obs["observation"]
@@ -247,10 +268,11 @@ def collect_expert_pairs(
     if (guidance is None) != (advise is None):
         raise ValueError("collect_expert_pairs: pass guidance= and advise= together (the mix and the domain's advice).")
     turns = collect_expert_turns(
-        env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns, perturbation=perturbation
-    )
+        env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns,
+        perturbation=perturbation, keep_perturbed=guidance is not None and guidance.followed > 0,
+    )  # fmt: skip
     if guidance is not None:
-        add_guidance(turns, guidance, advise)
+        turns = add_guidance(turns, guidance, advise)
     return [{"prompt": policy.prompt(t.obs, t.history, t.admissible), "completion": t.action} for t in turns]
 
 
@@ -286,18 +308,33 @@ def _advice_of_another_task(
 
 def add_guidance(
     turns: Sequence[ExpertTurn], mix: GuidanceMix, advise: Callable[[str, Sequence[str], str], Any]
-) -> None:
+) -> list[ExpertTurn]:
     """Show relevant, irrelevant or no guidance in each turn's observation, in ``mix``'s shares (in place).
 
     Relevant: the turn's own advice (``advise(task, earlier, action)``), or in ``1 - mix.own_example`` of them
     :func:`advice_elsewhere` (the turn's own when no other task's fits); irrelevant: :func:`other_advice`; both
     drawn from the advice of the other turns. Each is shown as :func:`guidance_skill` written for the turn
-    (:func:`shown_guidance`). Turns ``advise`` returns None for keep their observation.
+    (:func:`shown_guidance`). Turns ``advise`` returns None for keep their observation. Perturbed turns
+    (``sent_instead``) are shown guidance naming the command sent in ``mix.followed`` of them.
+
+    Returns:
+        The turns to train on: ``turns`` but the perturbed ones shown no guidance.
     """
     rng = random.Random(mix.seed)
-    advice = [advise(t.obs["task"], t.earlier, t.action) for t in turns]
+    advice = [None if t.sent_instead else advise(t.obs["task"], t.earlier, t.action) for t in turns]
     pool = [(t.obs["task"], a) for t, a in zip(turns, advice, strict=True) if a is not None]
+    kept = []
     for turn, own in zip(turns, advice, strict=True):
+        if turn.sent_instead:
+            if action_key(turn.action) in ("call", "skill") or rng.random() >= mix.followed:
+                continue  # history only, as without guidance: a skill call or definition names no command
+            sent = Advice(re.sub(r"\W+", "_", action_key(turn.action)) + "_next", turn.action, "")
+            elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example
+            chosen = (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or sent
+            show(turn, chosen)
+            kept.append(turn)
+            continue
+        kept.append(turn)
         if own is None:
             continue
         draw = rng.random()
@@ -310,9 +347,15 @@ def add_guidance(
         else:
             chosen = None
         if chosen is not None:
-            n, previous = len(turn.history), (turn.history[-1][1] if turn.history else None)
-            skill = guidance_skill(chosen, n, previous)
-            turn.obs = {**turn.obs, "skills": shown_guidance(skill, n, previous, turn.obs.get("skills", ""))}
+            show(turn, chosen)
+    return kept
+
+
+def show(turn: ExpertTurn, advice: Any) -> None:
+    """Show ``advice`` in ``turn``'s observation as :func:`guidance_skill` written for the turn (in place)."""
+    n, previous = len(turn.history), (turn.history[-1][1] if turn.history else None)
+    skill = guidance_skill(advice, n, previous)
+    turn.obs = {**turn.obs, "skills": shown_guidance(skill, n, previous, turn.obs.get("skills", ""))}
 
 
 def reweight_pairs(

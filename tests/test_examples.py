@@ -318,10 +318,13 @@ def conditioning_rows(out: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(monkeypatch, capsys):
-    out = run_main("guidance_conditioning", ["--quick"], monkeypatch, capsys)
-    sft = re.search(r"SFT: (\d+) expert turns .*\((\d+) with relevant guidance, (\d+) irrelevant, (\d+) none\)", out)
+@pytest.mark.parametrize("followed", [[], ["--perturbation", "0.3", "--followed", "1"]], ids=["mix", "followed"])
+def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(followed, monkeypatch, capsys):
+    out = run_main("guidance_conditioning", ["--quick", *followed], monkeypatch, capsys)
+    sft = re.search(r"SFT: (\d+) expert turns .*\((\d+) with relevant guidance, (\d+) irrelevant, (\d+) none\), "
+                    r"(\d+) perturbed turns shown guidance naming the command sent", out)  # fmt: skip
     assert sft and int(sft[1]) == sum(int(sft[i]) for i in (2, 3, 4)) > 0
+    assert (int(sft[5]) > 0) == bool(followed)
     assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]
 
 

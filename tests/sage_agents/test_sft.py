@@ -264,6 +264,41 @@ def test_collect_expert_pairs_shows_guidance_in_the_policy_prompt(tiny, alfworld
         shown_guidance(skill, 4, "go to fridge 1")
 
 
+def test_followed_guidance_names_the_perturbed_command_and_makes_it_a_pair(tiny):
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_agents.policy import LLMPolicy
+    from sage_agents.reskill.assertions import action_key
+    from sage_agents.reskill.creator import advised_key
+    from sage_agents.sft import GuidanceMix, Perturbation, collect_expert_pairs
+    from sage_envs.domains.alfworld import AlfworldExpert
+    from sage_envs.domains.alfworld.expert_guidance import advise
+
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, history_turns=1, show_admissible=False)
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", chain_length=2, max_steps_per_task=30)
+    noise = Perturbation(rate=0.3, seed=2)
+
+    def pairs(**mix):
+        guidance = GuidanceMix(relevant=0.0, irrelevant=0.0, **mix)
+        return collect_expert_pairs(env, AlfworldExpert(use_skills=False), policy, range(6), guidance=guidance,
+                                    advise=advise, perturbation=noise)  # fmt: skip
+
+    plain, followed, half = pairs(), pairs(followed=1.0), pairs(followed=0.5)
+    guided = [p for p in followed if "Guidance:" in p["prompt"]]
+    assert all("Guidance:" not in p["prompt"] for p in plain) and len(guided) >= 5
+    # each perturbed turn is now a pair: the command sent is the completion, the guidance names it and its verb
+    for pair in guided:
+        command = pair["completion"]
+        assert f"e.g. {command}." in pair["prompt"] and advised_key(pair["prompt"]) == action_key(command)
+    assert len(followed) == len(plain) + len(guided)  # the expert's own pairs are unchanged in number
+    assert len(plain) < len(half) < len(followed)
+    with pytest.raises(ValueError, match="followed"):
+        GuidanceMix(followed=1.5)
+    env.close()
+
+
 # ---------------------------------------------------------------------------------------------- perturbed expert play
 def test_perturbed_turns_are_history_not_pairs_and_the_expert_recovers():
     import random
