@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--followed", type=float, default=GuidanceMix.followed, help="GuidanceMix.followed")
     parser.add_argument("--perturbation", type=float, default=0.0, help="Perturbation.rate of the expert's play")
     parser.add_argument("--model", help="evaluate this SFT model folder (e.g. runs/demo/sft/model) instead of training")
+    parser.add_argument("--save", help="save the trained model (and tokenizer) to this folder")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
@@ -142,6 +143,9 @@ def main() -> None:
         print(f"SFT model: {args.model}; {len(pool)} advised turns of {args.train_chains} train chains to draw from")
     else:
         model, tokenizer = train_model(args, cfg, turns)
+        if args.save:
+            model.save_pretrained(args.save)
+            tokenizer.save_pretrained(args.save)
     model.eval()
     policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
     chains = list(range(args.eval_chains))

@@ -319,8 +319,9 @@ def conditioning_rows(out: str) -> list[str]:
 
 
 @pytest.mark.parametrize("followed", [[], ["--perturbation", "0.3", "--followed", "1"]], ids=["mix", "followed"])
-def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(followed, monkeypatch, capsys):
-    out = run_main("guidance_conditioning", ["--quick", *followed], monkeypatch, capsys)
+def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(followed, tmp_path, monkeypatch, capsys):
+    out = run_main("guidance_conditioning", ["--quick", *followed, "--save", str(tmp_path)], monkeypatch, capsys)
+    assert (tmp_path / "config.json").exists() and (tmp_path / "tokenizer.json").exists()
     sft = re.search(r"SFT: (\d+) expert turns .*\((\d+) with relevant guidance, (\d+) irrelevant, (\d+) none\), "
                     r"(\d+) perturbed turns shown guidance naming the command sent", out)  # fmt: skip
     assert sft and int(sft[1]) == sum(int(sft[i]) for i in (2, 3, 4)) > 0
