@@ -14,14 +14,20 @@
    ``expert_guidance.ShadowExpert``), the same verb's guidance made for another task (its example names another
    game's objects, as ReSkill's rule skills do), nothing, or a skill made for another situation. Printed: TGC
    (tasks completed) and the share of turns on which the model sent the expert's command.
+4. The probe (``--probe-chains``, train chains after the training ones, played by the expert with 30% random
+   commands): on each turn, does the model's greedy constrained choice equal the command a guidance skill names,
+   shown the skill and not? Two kinds of turns: the random ones (the guidance names the command sent: only the
+   guidance tells it) and the expert's own (it names the expert's command, which the observation also decides).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import random
 import tempfile
 import time
+from typing import Any
 
 import gymnasium as gym
 
@@ -110,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few chains and steps (tests)")
     parser.add_argument("--train-chains", type=int, default=200, help="generated train chains the expert plays")
-    parser.add_argument("--eval-chains", type=int, default=40, help="valid_unseen chains per condition")
+    parser.add_argument("--eval-chains", type=int, default=40, help="valid_unseen chains per condition (0: none)")
     parser.add_argument("--epochs", type=float, default=2.0, help="SFT passes over the pairs")
     parser.add_argument("--hidden", type=int, default=128, help="hidden size of the tiny model")
     parser.add_argument("--layers", type=int, default=2, help="layers of the tiny model")
@@ -121,12 +127,13 @@ def main() -> None:
     parser.add_argument("--followed", type=float, default=GuidanceMix.followed, help="GuidanceMix.followed")
     parser.add_argument("--perturbation", type=float, default=0.0, help="Perturbation.rate of the expert's play")
     parser.add_argument("--model", help="evaluate this SFT model folder (e.g. runs/demo/sft/model) instead of training")
+    parser.add_argument("--probe-chains", type=int, default=60, help="probe chains, after the --train-chains (0: none)")
     parser.add_argument("--save", help="save the trained model (and tokenizer) to this folder")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
         args.train_chains, args.eval_chains, args.epochs, args.hidden, args.layers = 4, 2, 1.0, 32, 1
-        args.eval_max_steps = 6
+        args.eval_max_steps, args.probe_chains = 6, 2
     start = time.perf_counter()
 
     cfg = DemoConfig(seed=args.seed)
@@ -149,13 +156,40 @@ def main() -> None:
     model.eval()
     policy = LLMPolicy(model, tokenizer, constrained=True, **cfg.prompt_kwargs)
     chains = list(range(args.eval_chains))
-    print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
-    print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
-    print("|---|---|---|---|---|")
-    for condition in CONDITIONS:
+    if chains:
+        print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
+        print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
+        print("|---|---|---|---|---|")
+    for condition in CONDITIONS if chains else ():
         r = play(policy, {**cfg.env_kwargs, "max_steps_per_task": args.eval_max_steps}, chains, condition, pool)
         print(f"| {condition} | {100 * r['tgc']:.1f}% | {r['tasks']} | {100 * r['agreement']:.1f}% | {r['turns']} |")
+    if args.probe_chains:
+        probe(policy, cfg, range(args.train_chains, args.train_chains + args.probe_chains), args.seed)
     print(f"\nwall time {time.perf_counter() - start:.0f} s")
+
+
+def probe(policy: LLMPolicy, cfg: DemoConfig, chains: range, seed: int) -> None:
+    """Print how often the model's choice is the command a guidance skill names, with the skill shown and not."""
+    env = gym.make(ENV_ID, split="train", skills="none", **cfg.env_kwargs)
+    noise = Perturbation(0.3, seed=seed + 1)
+    bare = collect_expert_turns(env, AlfworldExpert(use_skills=False), chains, perturbation=noise, keep_perturbed=True)
+    env.close()
+    guided = add_guidance(copy.deepcopy(bare), GuidanceMix(1.0, 0.0, followed=1.0, seed=seed), advise)
+    counts = {"random command": [0, 0, 0], "expert's command": [0, 0, 0]}  # turns, picked with, picked without
+
+    def picks(turn: Any) -> bool:
+        info = {"admissible_commands": turn.admissible}
+        return policy.act_batch([turn.obs], [info], [turn.history], greedy=True)[0].action.text.strip() == turn.action
+
+    for shown, hidden in zip(guided, bare, strict=True):  # add_guidance kept every turn (followed=1, relevant=1)
+        if "Guidance:" in shown.obs["skills"] and shown.action in shown.admissible:
+            row = counts["random command" if shown.sent_instead else "expert's command"]
+            row[0], row[1], row[2] = row[0] + 1, row[1] + picks(shown), row[2] + picks(hidden)
+    print(f"\nprobe: {len(chains)} train chains after the training ones, 30% random commands\n")
+    print("| guidance names | turns | model picks it, guidance shown | not shown |")
+    print("|---|---|---|---|")
+    for kind, (n, with_, without) in counts.items():
+        print(f"| {kind} | {n} | {100 * with_ / max(1, n):.1f}% | {100 * without / max(1, n):.1f}% |")
 
 
 def train_model(args: argparse.Namespace, cfg: DemoConfig, turns: list) -> tuple:

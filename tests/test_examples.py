@@ -327,6 +327,8 @@ def test_guidance_conditioning_trains_with_guidance_and_prints_the_four_rows(fol
     assert sft and int(sft[1]) == sum(int(sft[i]) for i in (2, 3, 4)) > 0
     assert (int(sft[5]) > 0) == bool(followed)
     assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]
+    probe = re.findall(r"^\| (random command|expert's command) \| (\d+) \| ([\d.]+)% \| ([\d.]+)% \|$", out, re.M)
+    assert [row[0] for row in probe] == ["random command", "expert's command"] and int(probe[1][1]) > 0
 
 
 def test_guidance_conditioning_evaluates_a_saved_model(monkeypatch, capsys, tmp_path):
