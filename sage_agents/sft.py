@@ -329,9 +329,7 @@ def add_guidance(
             if action_key(turn.action) in ("call", "skill") or rng.random() >= mix.followed:
                 continue  # history only, as without guidance: a skill call or definition names no command
             sent = Advice(re.sub(r"\W+", "_", action_key(turn.action)) + "_next", turn.action, "")
-            elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example
-            chosen = (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or sent
-            show(turn, chosen)
+            show(turn, _relevant(rng, mix, pool, turn, sent))
             kept.append(turn)
             continue
         kept.append(turn)
@@ -339,9 +337,7 @@ def add_guidance(
             continue
         draw = rng.random()
         if draw < mix.relevant:
-            # no draw at own_example=1, so that the default mix draws (and shows) what it did before the option
-            elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example
-            chosen = (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or own
+            chosen = _relevant(rng, mix, pool, turn, own)
         elif draw < mix.relevant + mix.irrelevant:
             chosen = other_advice(rng, pool, turn.obs["task"], turn.action)
         else:
@@ -349,6 +345,15 @@ def add_guidance(
         if chosen is not None:
             show(turn, chosen)
     return kept
+
+
+def _relevant(
+    rng: random.Random, mix: GuidanceMix, pool: Sequence[tuple[str, Any]], turn: ExpertTurn, own: Any
+) -> Any:
+    """``own`` (advice naming the turn's action), or in ``1 - mix.own_example`` of them :func:`advice_elsewhere`."""
+    # no draw at own_example=1, so that the default mix draws (and shows) what it did before the option
+    elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example
+    return (elsewhere and advice_elsewhere(rng, pool, turn.obs["task"], turn.action)) or own
 
 
 def show(turn: ExpertTurn, advice: Any) -> None:

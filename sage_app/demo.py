@@ -315,9 +315,9 @@ class DemoConfig:
         if self.quick and self.long:
             raise ValueError("quick and long are two sizes of the demo: set one of them.")
         if self.long:
-            defaults = DemoConfig()
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
             for name, value in LONG.items():
-                if getattr(self, name) == getattr(defaults, name):
+                if getattr(self, name) == defaults[name]:
                     setattr(self, name, value)
         if self.quick:
             quick = {
