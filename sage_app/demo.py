@@ -165,6 +165,12 @@ class DemoConfig:
     show; the perturbed turns are not pairs. The demo's SAGE arm without it (8a5e623) sent a failing call again
     and again in half its tasks, having never seen a call fail. 0 turns it off; only an expert that can be told
     what was sent (an ``override`` method: ALFWorld's) is perturbed."""
+    sft_guidance_followed: float = 0.0
+    """With ``sft_guidance`` and ``sft_perturbation``: the share of the no-skill pairs' perturbed turns kept as
+    pairs whose prompt shows guidance naming the random command sent (``sft.GuidanceMix.followed``). On every
+    other turn the guidance names what the observation already decides, and the demo's SFT model did not read it:
+    it picked a command the guidance named 2.2% of the time shown vs 2.5% not shown (docs/reskill.md, "Guidance
+    conditioning"). 0 (every measured demo run): perturbed turns are not pairs."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
@@ -312,6 +318,11 @@ class DemoConfig:
                     f"expert_skills={self.expert_skills!r} must be a list of {sorted(templates)} ({self.env_id}'s "
                     """skills), e.g. --set 'expert_skills=["place_in", "heat_then_place"]' (a JSON list)."""
                 )
+        if self.sft_guidance_followed and not (self.sft_guidance and self.sft_perturbation):
+            raise ValueError(
+                f"sft_guidance_followed={self.sft_guidance_followed} keeps perturbed turns with guidance: it needs "
+                "sft_guidance on and sft_perturbation > 0 (e.g. --set sft_perturbation=0.1)."
+            )
         if self.quick and self.long:
             raise ValueError("quick and long are two sizes of the demo: set one of them.")
         if self.long:
@@ -473,7 +484,8 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
         chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
-        data = {"guidance": GuidanceMix(seed=cfg.seed), "advise": domain.advise} if guided else {}
+        mix = GuidanceMix(seed=cfg.seed, followed=cfg.sft_guidance_followed)
+        data = {"guidance": mix, "advise": domain.advise} if guided else {}
         if cfg.sft_perturbation and hasattr(expert, "override"):
             pattern = domain.entity_pattern
             data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=cfg.seed, entity_pattern=pattern)

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -456,6 +457,26 @@ def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):
     assert not any(s and g for s, g in zip(shown, program, strict=True))  # the SAGE arm's prompts hold none
     assert 0.4 * program.count(False) <= sum(shown) <= 0.9 * program.count(False)  # 70% of the no-skill turns
     assert not any("\nGuidance:\n" in p["prompt"] for p in plain)
+
+
+def test_sft_guidance_followed_adds_the_perturbed_turns_as_pairs_that_name_them(tmp_path):
+    from sage_app.demo import expert_pairs
+
+    def pairs(followed):
+        out = tmp_path / str(followed)
+        cfg = DemoConfig(output_dir=str(out), quick=True, sft_perturbation=0.3, sft_guidance_followed=followed)
+        cfg.expert_chains, cfg.max_steps_per_task = 3, 30
+        return expert_pairs(cfg, out)
+
+    def naming(pairs):  # pairs whose guidance names their completion (relevant own-example or followed)
+        return Counter(p["completion"] for p in pairs if f"e.g. {p['completion']}." in p["prompt"])
+
+    plain, followed = pairs(0.0), pairs(1.0)
+    added = Counter(p["completion"] for p in followed) - Counter(p["completion"] for p in plain)
+    assert added.total() == len(followed) - len(plain) > 0  # the expert's pairs kept, the perturbed turns added
+    assert not added - naming(followed)  # each added pair's guidance names the random command it sent
+    with pytest.raises(ValueError, match="sft_perturbation"):
+        DemoConfig(sft_perturbation=0.0, sft_guidance_followed=0.5)
 
 
 TEXTWORLD = "SageChain-TextWorld-v0"
