@@ -367,3 +367,31 @@ def test_cross_domain_guidance_reports_where_a_library_fires_and_whether_it_is_r
     odd = rows["odd_words"].split(" | ")  # shown on every turn; names no verb, so nothing to be right about
     assert odd[0] == "100%" and float(odd[1]) > 1 and odd[2:5] == ["-", "-", "-"] and "flibbertigibbet" in odd[5]
     assert "<!-- SageChain-ALFWorld-v0 valid_unseen: 4 tasks," in out
+
+
+def test_library_ablation_evaluates_each_skill_alone_and_left_out(toy_demo, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    demo = tmp_path / "demo"  # the toy demo with a ReSkill arm whose last checkpoint accepted three skills
+    shutil.copytree(toy_demo / "sft" / "model", demo / "sft" / "model")
+    shutil.copy(toy_demo / "demo_config.json", demo / "demo_config.json")
+    checkpoint = demo / "reskill" / "checkpoints" / "step_0000002"
+    shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
+    accepted = sorted((Path(__file__).parents[1] / "docs/assets/demo_long/reskill_library").iterdir())[:3]
+    for skill in accepted:
+        shutil.copytree(skill, checkpoint / "reskill_library" / skill.name)
+    (checkpoint.parent / "latest").write_text(checkpoint.name)
+    monkeypatch.chdir(tmp_path)
+    out = run_main("library_ablation", ["demo", "--chains", "2", "--workers", "1", "--leave-out"], monkeypatch, capsys)
+    names = [s.name for s in accepted]
+    rows = re.findall(rf"^(none|all|only \S+|without \S+) +({NUMBER}) +({NUMBER}) ", out, re.MULTILINE)
+    assert [r[0] for r in rows] == ["none", "all", *(f"only {n}" for n in names), *(f"without {n}" for n in names)]
+    assert float(rows[0][2]) == 0 and assert_intervals_hold(out) == len(rows)
+    for name in names:  # each variant's library holds exactly its skills
+        alone = tmp_path / "demo" / "ablation" / "libraries" / f"reskill-only-{name}"
+        assert [p.name for p in alone.iterdir()] == [name]
+    assert (tmp_path / "demo" / "results").is_dir()  # none and all: the demo's own entries (reskill-weights, reskill)
+    for name in names[1:]:  # one skill: alone = all, without it = none
+        shutil.rmtree(checkpoint / "reskill_library" / name)
+    variants = load("library_ablation").library_variants(checkpoint / "reskill_library", leave_out=True)
+    assert list(variants) == ["none", "all"]
