@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +165,11 @@ class TrainConfig:
     """Posterior discount per step: ``eb`` (w = M/(M+n), M by empirical Bayes), ``none`` or ``last_step``."""
     reskill_p_clamp: float = 0.15
     """P(new) of a rollout slot is clamped to [p_clamp, 1 - p_clamp] (ReSkill: 0.15)."""
+    reskill_min_within_step_z: float | None = None
+    """None: the paper's accept rule (a higher posterior mean). A number: accepting also needs the version's gain
+    within steps (``thompson.within_step_z``, the Cochran-Mantel-Haenszel z of its per-step A/B counts) above it:
+    0 = any gain, 0.84 = one-sided p < 0.2. Why: with one chain per step, pooled counts credit whichever arm
+    Thompson sampling favoured on the easy steps (docs/reskill.md, "Deciding within steps")."""
     reskill_reservoir_size: int = 200
     """Most recent episodes kept in the experience reservoir (ReSkill: ~200)."""
     reskill_min_reservoir: int = 50
@@ -339,6 +345,9 @@ class TrainConfig:
             fail("reskill_p_clamp", "must be in [0, 0.5)", "use 0.15 (ReSkill)")
         if not 0 <= self.reskill_fire_rate <= 1:
             fail("reskill_fire_rate", "must be in [0, 1]", "use 0.5 (ReSkill)")
+        z = self.reskill_min_within_step_z
+        if z is not None and (isinstance(z, bool) or not isinstance(z, int | float) or not math.isfinite(z)):
+            fail("reskill_min_within_step_z", "must be None or a finite number", "use None (ReSkill) or 0")
         if self.algo != "reskill":
             return
         if self.reskill_creator == "llm" and not (self.reskill_creator_endpoint or self.reskill_creator_model_path):

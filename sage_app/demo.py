@@ -228,6 +228,11 @@ class DemoConfig:
     both arms (the posterior mean of the arm with fewer episodes is higher): too little evidence."""
     reskill_min_test_episodes: int = 50
     """Episodes (both arms of the test) before a ReSkill decision (ReSkill: 50)."""
+    reskill_min_within_step_z: float | None = None
+    """None: ReSkill's accept rule (a higher posterior mean); a number: a version must also beat chance within the
+    steps of its test by this z (``TrainConfig.reskill_min_within_step_z``; 0 = any gain). In the demo-long run
+    no accepted version was more than 2 successes ahead of chance within its steps (docs/reskill.md, "Deciding
+    within steps")."""
 
     sage_writes_skills: bool = True
     """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
@@ -542,7 +547,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
     from sage_envs import domain_class
 
     reskill = {"reskill_min_reservoir": cfg.reskill_min_reservoir, "reskill_min_test_steps": cfg.reskill_min_test_steps,
-               "reskill_min_test_episodes": cfg.reskill_min_test_episodes}  # fmt: skip
+               "reskill_min_test_episodes": cfg.reskill_min_test_episodes,
+               "reskill_min_within_step_z": cfg.reskill_min_within_step_z}  # fmt: skip
     return TrainConfig(
         algo=arm, env_id=cfg.env_id, split=domain_class(cfg.env_id).splits[0], eval_split=cfg.eval_split,
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,

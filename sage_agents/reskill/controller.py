@@ -142,6 +142,7 @@ class ReSkill:
             config.reskill_p_clamp,
             config.reskill_min_test_steps,
             config.reskill_min_test_episodes,
+            min_within_step_z=config.reskill_min_within_step_z,
         )
         path = Path(output_dir) / "reskill" / "lifecycle.jsonl" if output_dir is not None else None
         lifecycle = LifecycleLog(path)
@@ -261,7 +262,7 @@ class ReSkill:
 
     def _decide(self, decision: str, step: int) -> None:
         summary = self.tracker.finish()
-        posterior = {k: summary[k] for k in ("new", "old", "p_new", "steps", "episodes", "M")}
+        posterior = {k: summary[k] for k in ("new", "old", "p_new", "steps", "episodes", "M", "within_step_z")}
         accepted = decision == "accept"
         version = self.registry.accept(step) if accepted else self.registry.reject(step)
         self.counts["tests"] += 1

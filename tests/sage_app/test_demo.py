@@ -493,6 +493,9 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     assert demo.arm_config(quick, Path("runs/x"), "grpo", Path("sft"), seed=0).train_chains == 12
     wide = DemoConfig(rl_chains_per_step=4)
     assert demo.arm_config(wide, Path("runs/x"), "sage", Path("sft"), 0).chains_per_step == 4
+    strict = DemoConfig(reskill_min_within_step_z=0.84)  # ReSkill's accept rule reaches its arm only
+    assert demo.arm_config(strict, Path("runs/x"), "reskill", Path("sft"), 0).reskill_min_within_step_z == 0.84
+    assert demo.arm_config(strict, Path("runs/x"), "grpo", Path("sft"), 0).reskill_min_within_step_z is None
     assert (
         alfworld.rl_train_chains is None
         and demo.arm_config(alfworld, Path("runs/x"), "grpo", Path("sft"), 0).train_chains is None

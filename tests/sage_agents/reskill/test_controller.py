@@ -87,6 +87,7 @@ def test_helpful_skills_are_created_tested_and_accepted(tmp_path):
     accepted = [e for e in events if e["event"] == "accepted"]
     assert all(e["posterior"]["new"]["mean"] > e["posterior"]["old"]["mean"] for e in accepted)
     assert all(e["posterior"]["steps"] >= 3 and e["posterior"]["episodes"] >= 30 for e in accepted)
+    assert all(e["posterior"]["within_step_z"] > 0 for e in accepted)  # a skill that helps is ahead within steps
     live = {s.name for s in controller.registry.active_skills()}
     assert live and live <= {e["skill"] for e in events if e["event"] == "created"}
     created = next(e for e in events if e["event"] == "created")
@@ -258,6 +259,11 @@ def test_reskill_config_rules():
         TrainConfig(algo="reskill", reskill_discount="window")
     with pytest.raises(ConfigError, match="reskill_p_clamp=0.6"):
         TrainConfig(reskill_p_clamp=0.6)
+    with pytest.raises(ConfigError, match="reskill_min_within_step_z"):
+        TrainConfig(reskill_min_within_step_z="high")
+    strict = TrainConfig(algo="reskill", reskill_min_within_step_z=0.84)
+    assert ReSkill.from_config(strict).tracker.min_within_step_z == 0.84
+    assert ReSkill.from_config(TrainConfig(algo="reskill")).tracker.min_within_step_z is None  # the paper's rule
     cfg = TrainConfig(algo="reskill")
     assert cfg.effective_reward_mode == "outcome" and cfg.reskill_max_active == 8
     assert (cfg.reskill_min_test_steps, cfg.reskill_min_test_episodes, cfg.reskill_discount) == (5, 50, "eb")

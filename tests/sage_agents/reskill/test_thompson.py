@@ -1,6 +1,6 @@
 """The Thompson-sampling math (each pure function against a closed form, a naive loop or Monte Carlo) and the tracker.
 
-``python -m tests.sage_agents.reskill.test_thompson`` prints the accept / reject rates table of docs/reskill.md.
+``python -m tests.sage_agents.reskill.test_thompson`` prints the accept / reject rates tables of docs/reskill.md.
 """
 
 import itertools
@@ -21,6 +21,7 @@ from sage_agents.reskill.thompson import (
     estimate_M,
     prob_new_better,
     prob_new_better_exact,
+    within_step_z,
 )
 
 
@@ -175,6 +176,33 @@ def test_accept_decision():
     assert accept_decision(1, 1, 0.9, 0.1, min_steps=1, min_episodes=1) == "accept"
 
 
+def test_within_step_z_is_the_cochran_mantel_haenszel_statistic():
+    from scipy.stats import hypergeom
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        history = [list(row) for row in zip(*(rng.integers(0, 9, size=5) for _ in range(4)), strict=True)]
+        history = [[min(m, n), n, min(k, o), o] for m, n, k, o in history]  # successes <= episodes
+        tables = [(m_new, n_new, m_new + m_old, n_new + n_old) for m_new, n_new, m_old, n_old in history]
+        tables = [table for table in tables if table[3] > 1]  # one rollout (or none) tells nothing
+        null = [hypergeom(total, wins, n_new) for _, n_new, wins, total in tables]  # the new arm's successes
+        with np.errstate(divide="ignore", invalid="ignore"):  # scipy's moments divide by zero in its kurtosis
+            gain = sum(m for m, *_ in tables) - sum(h.mean() for h in null)
+            variance = sum(h.var() for h in null)
+        assert within_step_z(history) == pytest.approx(gain / math.sqrt(variance) if variance else 0.0)
+
+
+def test_within_step_z_sees_through_simpsons_paradox():
+    # an easy step where Thompson sampling gave the new arm most rollouts, then a hard one where it gave the old
+    # arm most: pooled, new 9/16 vs old 3/16; within each step both arms did equally well
+    history = [[9, 12, 3, 4], [0, 4, 0, 12]]
+    assert within_step_z(history) == 0.0
+    assert accept_decision(2, 32, (1 + 9) / (2 + 16), (1 + 3) / (2 + 16), 2, 32) == "accept"  # the paper's rule
+    assert accept_decision(2, 32, (1 + 9) / (2 + 16), (1 + 3) / (2 + 16), 2, 32, z=0.0, min_z=0.0) == "reject"
+    assert within_step_z([[6, 8, 2, 8]]) > 1.5 and within_step_z([[2, 8, 6, 8]]) < -1.5
+    assert within_step_z([[3, 8, 0, 0], [0, 0, 5, 8], [4, 4, 4, 4]]) == 0.0  # no step can tell
+
+
 # ---------------------------------------------------------------------------------------------- TRACKER
 def test_tracker_assigns_with_p_new_and_counts_per_arm():
     tracker = ThompsonTracker(min_steps=2, min_episodes=4)
@@ -240,6 +268,10 @@ def test_tracker_state_round_trips_through_json_exactly():
             tracker.finish()
     restored = ThompsonTracker.from_state(json.loads(json.dumps(tracker.state_dict())))
     assert restored.state_dict() == tracker.state_dict()
+    before_the_option = {k: v for k, v in tracker.state_dict().items() if k != "min_within_step_z"}
+    assert ThompsonTracker.from_state(before_the_option).min_within_step_z is None  # the paper's rule
+    strict = ThompsonTracker(min_within_step_z=0.84)
+    assert ThompsonTracker.from_state(json.loads(json.dumps(strict.state_dict()))).min_within_step_z == 0.84
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
     for _ in range(3):  # both continue identically
         a, b = tracker.assign(8, rng_a), restored.assign(8, rng_b)
@@ -264,21 +296,23 @@ def test_tracker_rejects_bad_arguments_and_double_start():
 
 
 # ---------------------------------------------------------------------------------------------- SIMULATION
-def simulate(p_new, p_old, tests=200, slots=8, per_slot=2, discount="eb", seed=0):
+def simulate(p_new, p_old, tests=200, slots=8, per_slot=2, discount="eb", seed=0, spread=0.0, min_z=None):
     """Run ``tests`` version tests on a synthetic bandit: each step assigns ``slots`` rollout slots by Thompson
     sampling, each slot plays ``per_slot`` episodes (a group of 8 chains of 2 tasks) with success probability
-    p_new or p_old. Returns (accept rate, mean test length in steps, mean share of slots given the new arm)."""
+    p_new or p_old, both shifted by ``+spread`` or ``-spread`` at each step (the step's chain is easy or hard,
+    equally likely). Returns (accept rate, mean test length in steps, mean share of slots given the new arm)."""
     rng = np.random.default_rng(seed)
-    tracker = ThompsonTracker(discount=discount)
+    tracker = ThompsonTracker(discount=discount, min_within_step_z=min_z)
     accepted, lengths, shares = 0, [], []
     for version in range(tests):
         tracker.start(version, 0)
         while tracker.decision() == "continue":
             arms = tracker.assign(slots, rng)
             shares.append(np.mean(arms))
+            shift = (spread if rng.random() < 0.5 else -spread) if spread else 0.0  # no draw: the same streams
             for new in arms:
                 for _ in range(per_slot):
-                    tracker.record(new, rng.random() < (p_new if new else p_old))
+                    tracker.record(new, rng.random() < (p_new if new else p_old) + shift)
             tracker.end_step()
         accepted += tracker.decision() == "accept"
         lengths.append(tracker.finish()["steps"])
@@ -298,6 +332,17 @@ def test_simulated_bandit_accepts_better_and_rejects_worse_versions(p_new, p_old
     assert (share > 0.5) == (p_new > p_old)  # Thompson sampling favours the better arm within the test
 
 
+def test_steps_of_varying_difficulty_fool_the_posterior_rule_and_not_the_within_step_one():
+    # each step's chain is easy or hard (success rates +-0.3): pooled counts credit the arm that Thompson sampling
+    # favoured on the easy steps, so the paper's rule accepts a useless version about half the time and a worse
+    # one often; requiring a within-step gain cuts both, and a clearly better version still passes
+    paper, significant = (simulate(0.45, 0.45, tests=100, spread=0.3, min_z=z)[0] for z in (None, 0.84))
+    assert paper >= 0.4 and significant <= 0.25
+    paper, gain = (simulate(0.4, 0.6, tests=100, spread=0.3, min_z=z)[0] for z in (None, 0.0))
+    assert paper >= 0.1 and gain <= 0.05
+    assert simulate(0.7, 0.3, tests=50, spread=0.2, min_z=0.84)[0] >= 0.95
+
+
 def test_simulated_bandit_with_equal_arms_is_a_coin_flip():
     accept_rate, _, share = simulate(0.5, 0.5)
     assert 0.35 <= accept_rate <= 0.65 and share == pytest.approx(0.5, abs=0.03)
@@ -311,3 +356,9 @@ if __name__ == "__main__":
     ):
         rate, length, share = simulate(p_new, p_old, discount=discount)
         print(f"| {discount} | {p_new} | {p_old} | {rate:.3f} | {length:.1f} | {share:.2f} |")
+    print("\nSteps of varying difficulty (spread 0.3), eb discount: accept rate (200 tests) by rule")
+    print("| p_new | p_old | paper (posterior mean) | within-step z > 0 | within-step z > 0.84 |")
+    print("|---|---|---|---|---|")
+    for p_new, p_old in [(0.7, 0.3), (0.6, 0.4), (0.55, 0.45), (0.5, 0.5), (0.45, 0.55), (0.4, 0.6)]:
+        rates = [simulate(p_new, p_old, spread=0.3, min_z=z)[0] for z in (None, 0.0, 0.84)]
+        print(f"| {p_new} | {p_old} | " + " | ".join(f"{r:.3f}" for r in rates) + " |")
