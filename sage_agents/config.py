@@ -166,10 +166,7 @@ class TrainConfig:
     reskill_p_clamp: float = 0.15
     """P(new) of a rollout slot is clamped to [p_clamp, 1 - p_clamp] (ReSkill: 0.15)."""
     reskill_min_within_step_z: float | None = None
-    """None: the paper's accept rule (a higher posterior mean). A number: accepting also needs the version's gain
-    within steps (``thompson.within_step_z``, the Cochran-Mantel-Haenszel z of its per-step A/B counts) above it:
-    0 = any gain, 0.84 = one-sided p < 0.2. Why: with one chain per step, pooled counts credit whichever arm
-    Thompson sampling favoured on the easy steps (docs/reskill.md, "Deciding within steps")."""
+    """Accept only above this within-step z (``thompson.within_step_z``; 0 = any gain); None = the paper's rule."""
     reskill_reservoir_size: int = 200
     """Most recent episodes kept in the experience reservoir (ReSkill: ~200)."""
     reskill_min_reservoir: int = 50
