@@ -440,6 +440,7 @@ def test_the_sage_arms_sft_definitions_keep_the_canonical_parameter_order_unless
     saved = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo_dart" / "demo_config.json"
     assert "sft_shuffle_parameters" not in json.loads(saved.read_text())  # a run from before the option
     assert DemoConfig.load(saved).sft_shuffle_parameters is True  # ... trained on shuffled orders
+    assert DemoConfig.load(saved).reskill_min_within_step_z is None  # ... and decided by the paper's accept rule
 
 
 def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):
@@ -493,9 +494,11 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     assert demo.arm_config(quick, Path("runs/x"), "grpo", Path("sft"), seed=0).train_chains == 12
     wide = DemoConfig(rl_chains_per_step=4)
     assert demo.arm_config(wide, Path("runs/x"), "sage", Path("sft"), 0).chains_per_step == 4
-    strict = DemoConfig(reskill_min_within_step_z=0.84)  # ReSkill's accept rule reaches its arm only
+    strict = DemoConfig()  # the within-step accept rule by default, reaching ReSkill's arm only
     assert demo.arm_config(strict, Path("runs/x"), "reskill", Path("sft"), 0).reskill_min_within_step_z == 0.84
     assert demo.arm_config(strict, Path("runs/x"), "grpo", Path("sft"), 0).reskill_min_within_step_z is None
+    paper = DemoConfig(reskill_min_within_step_z=None)
+    assert demo.arm_config(paper, Path("runs/x"), "reskill", Path("sft"), 0).reskill_min_within_step_z is None
     assert (
         alfworld.rl_train_chains is None
         and demo.arm_config(alfworld, Path("runs/x"), "grpo", Path("sft"), 0).train_chains is None
