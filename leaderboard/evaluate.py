@@ -128,9 +128,25 @@ class EvalConfig:
 
     @property
     def config_hash(self) -> str:
-        """Short hash of everything that decides the episodes (not the output folder or worker count)."""
+        """Short hash of everything that decides the episodes (not the output folder or worker count).
+
+        An absolute path under the working directory among the agent's kwargs (a model folder) counts as its
+        relative spelling, so that a run resumed with ``--output-dir $PWD/runs/x`` finds the episodes it played as
+        ``runs/x`` instead of playing them all again.
+        """
         decisive = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("output", "workers", "num_chains")}
+        decisive["agent_kwargs"] = {k: _relative_to_cwd(v) for k, v in self.agent_kwargs.items()}
         return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _relative_to_cwd(value: Any) -> Any:
+    """``value`` relative to the working directory when it is an absolute path under it, else ``value``."""
+    if isinstance(value, Path):
+        value = str(value)
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    path, cwd = Path(value).resolve(), Path.cwd().resolve()
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else value
 
 
 def summarize(

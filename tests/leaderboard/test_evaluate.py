@@ -328,3 +328,14 @@ def test_a_persistent_library_carries_over_resumes_and_replays(tmp_path):
     with pytest.raises(ValueError, match="delete that log"):
         evaluate(resumed_config)
     assert len(log.read_text().splitlines()) == 3
+
+
+def test_config_hash_reads_a_model_path_under_the_working_directory_as_its_relative_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    kwargs = {"model_path": "runs/demo/sft/model", "constrained": True}
+    relative = EvalConfig(agent="sft", agent_kwargs=kwargs, batch_size=16)
+    assert relative.config_hash == "23ff5f35e3a0"  # its hash before paths were read: earlier runs' logs key on it
+    absolute = EvalConfig(agent="sft", agent_kwargs={**kwargs, "model_path": str(tmp_path / "runs/demo/sft/model")})
+    assert dataclasses.replace(absolute, batch_size=16).config_hash == relative.config_hash  # the run resumes
+    outside = EvalConfig(agent="sft", agent_kwargs={**kwargs, "model_path": "/elsewhere/runs/demo/sft/model"})
+    assert dataclasses.replace(outside, batch_size=16).config_hash != relative.config_hash  # another model
