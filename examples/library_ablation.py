@@ -18,9 +18,9 @@ import argparse
 import shutil
 from pathlib import Path
 
-from leaderboard.evaluate import EvalConfig, evaluate, read_episodes
+from leaderboard.evaluate import evaluate, read_episodes
 from sage_agents.reskill.controller import LIBRARY_DIR
-from sage_app.demo import DemoConfig, agent_entries, paired_ci
+from sage_app.demo import DemoConfig, agent_entries, entry_eval_config, paired_ci
 
 
 def library_variants(library: Path, leave_out: bool) -> dict[str, list[Path]]:
@@ -54,27 +54,23 @@ def main() -> None:
     if not library.is_dir():
         raise SystemExit(f"{checkpoint} holds no {LIBRARY_DIR}/: the arm accepted no guidance skill.")
     entries = agent_entries(cfg, args.demo / "sft" / "model", {args.arm: checkpoint})
-    agent, with_library, env_kwargs = entries[args.arm]
-    without = entries[args.arm.replace("reskill", "reskill-weights", 1)][1]
+    weights = args.arm.replace("reskill", "reskill-weights", 1)
+    demo_entries = {"none": weights, "all": args.arm}  # their episode logs in the demo's results/ resume them
 
     logs = {}
     for name, skills in library_variants(library, args.leave_out).items():
-        if name in ("none", "all"):  # the demo's own entries: its episode logs resume them
-            label, kwargs, output = (args.arm.replace("reskill", "reskill-weights", 1), without, args.demo / "results")
-            if name == "all":
-                label, kwargs = args.arm, with_library
+        if name in demo_entries:
+            label, output = demo_entries[name], args.demo / "results"
+            entry = entries[label]
         else:
             label, output = f"{args.arm}-{name.replace(' ', '-')}", args.demo / "ablation"
             folder = output / "libraries" / label
             shutil.rmtree(folder, ignore_errors=True)
             for skill in skills:
                 shutil.copytree(skill, folder / skill.name)
-            kwargs = {**without, "skills_path": str(folder)}
-        config = EvalConfig(
-            agent=agent, label=label, env=cfg.env_id, split=cfg.eval_split, num_chains=args.chains,
-            seeds=list(cfg.eval_seeds), agent_kwargs=kwargs, env_kwargs=env_kwargs, output=str(output),
-            workers=args.workers, batch_size=cfg.eval_batch_size,
-        )  # fmt: skip
+            agent, without, env_kwargs = entries[weights]
+            entry = (agent, {**without, "skills_path": str(folder)}, env_kwargs)
+        config = entry_eval_config(cfg, label, entry, output, cfg.eval_split, args.chains, workers=args.workers)
         summary = evaluate(config)
         logs[name] = (summary, read_episodes(output / f"{config.run_name}.episodes.jsonl", config.config_hash))
 

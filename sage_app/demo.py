@@ -41,9 +41,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from leaderboard.evaluate import EvalConfig
 
 ALFWORLD = "SageChain-ALFWorld-v0"
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -676,20 +679,13 @@ def evaluate_agents(
     Returns:
         The ``eval_split`` summaries, the extra sets' summaries, and a note per set skipped for lack of data.
     """
-    from leaderboard.evaluate import EvalConfig, evaluate, keeps_library
+    from leaderboard.evaluate import evaluate
     from sage_envs.error import DataNotFoundError
 
     entries = agent_entries(cfg, sft, arms)
 
     def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
-        agent, agent_kwargs, env_kwargs = entries[label]
-        sequential = keeps_library(env_kwargs)  # one library's history: one chain at a time
-        config = EvalConfig(
-            agent=agent, label=label, env=cfg.env_id, split=split, source=source, num_chains=num_chains,
-            seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(out / "results"),
-            workers=1 if sequential else cfg.workers, batch_size=1 if sequential else cfg.eval_batch_size,
-        )  # fmt: skip
-        return evaluate(config)
+        return evaluate(entry_eval_config(cfg, label, entries[label], out / "results", split, num_chains, source))
 
     summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
     extra, skipped = [], []
@@ -701,6 +697,32 @@ def evaluate_agents(
         except DataNotFoundError as error:
             skipped.append(f"{eval_set_name(eval_set)} not played: {error}")
     return summaries, extra, skipped
+
+
+def entry_eval_config(
+    cfg: DemoConfig,
+    label: str,
+    entry: tuple[str, dict[str, Any], dict[str, Any]],
+    output: Path,
+    split: str,
+    num_chains: int,
+    source: str | None = None,
+    workers: int | None = None,
+) -> EvalConfig:
+    """The evaluator's settings for one of :func:`agent_entries`' ``(agent, agent_kwargs, env_kwargs)`` under ``label``.
+
+    The demo's seeds and batch size, its ``workers`` unless given; an entry that keeps its library across chains
+    (``sage-persistent``) plays them one at a time, in order, as that library's history is sequential.
+    """
+    from leaderboard.evaluate import EvalConfig, keeps_library
+
+    agent, agent_kwargs, env_kwargs = entry
+    sequential = keeps_library(env_kwargs)
+    return EvalConfig(
+        agent=agent, label=label, env=cfg.env_id, split=split, source=source, num_chains=num_chains,
+        seeds=list(cfg.eval_seeds), agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, output=str(output),
+        workers=1 if sequential else workers or cfg.workers, batch_size=1 if sequential else cfg.eval_batch_size,
+    )  # fmt: skip
 
 
 def eval_set_name(eval_set: dict[str, Any]) -> str:

@@ -224,7 +224,12 @@ def accept_decision(
     """
     if steps < min_steps or episodes < min_episodes:
         return "continue"
-    return "accept" if mean_new > mean_old and (min_z is None or z > min_z) else "reject"
+    return "accept" if accepts(mean_new, mean_old, z, min_z) else "reject"
+
+
+def accepts(mean_new: float, mean_old: float, z: float = 0.0, min_z: float | None = None) -> bool:
+    """Whether a test that has run long enough keeps its new version (:func:`accept_decision`'s rule)."""
+    return mean_new > mean_old and (min_z is None or z > min_z)
 
 
 # ---------------------------------------------------------------------------------------------- TRACKER
@@ -359,15 +364,15 @@ class ThompsonTracker:
     def decision(self) -> str:
         """``continue``, ``accept`` or ``reject`` (:func:`accept_decision` on the running test)."""
         assert self.test is not None, "decision() outside a test"
-        t = self.test
+        p = self.posterior()
         return accept_decision(
-            t["steps"],
-            t["episodes"],
-            beta_mean(t["alpha_new"], t["beta_new"]),
-            beta_mean(t["alpha_old"], t["beta_old"]),
+            p["steps"],
+            p["episodes"],
+            p["new"]["mean"],
+            p["old"]["mean"],
             self.min_steps,
             self.min_episodes,
-            within_step_z(t["history"]),
+            p["within_step_z"],
             self.min_within_step_z,
         )
 
@@ -376,9 +381,9 @@ class ThompsonTracker:
         assert self.test is not None, "finish() outside a test"
         t = self.test
         summary = {**self.posterior(), "version": t["version"], "started_step": t["started_step"]}
-        new, old, z = summary["new"]["mean"], summary["old"]["mean"], summary["within_step_z"]
-        rule = accept_decision(0, 0, new, old, 0, 0, z, self.min_within_step_z)  # the rule, whatever the test's length
-        summary["accepted"] = rule == "accept"
+        summary["accepted"] = accepts(  # the rule, whatever the test's length
+            summary["new"]["mean"], summary["old"]["mean"], summary["within_step_z"], self.min_within_step_z
+        )
         Ms = np.arange(1, self.m_max + 1, dtype=float)  # (G,)
         ll = np.asarray(self.log_likelihood)  # (G,)
         for arm in (0, 2):
