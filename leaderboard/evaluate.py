@@ -35,6 +35,7 @@ import gymnasium as gym
 from sage_agents.evaluation import BOOTSTRAP_SAMPLES, play_chain, play_chains, summarize_records
 from sage_agents.models import describe_model
 from sage_agents.registry import make_agent
+from sage_agents.workers import die_with_parent, share_cores
 from sage_envs import SkillLibrary  # importing sage_envs registers the env ids
 
 __all__ = [
@@ -230,16 +231,16 @@ def git_commit() -> str:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(spec: Any, threads: int) -> None:
-    """Set up a spawned worker: the parent's registration of the env id, and its share of the cores.
+def _init_worker(spec: Any, threads: int, parent: int) -> None:
+    """Set up a spawned worker: the parent's registration of the env id, its share of the cores, death with it.
 
-    An id registered at run time (not by importing a package) would otherwise be unknown there. Math libraries
-    (torch, BLAS) start one thread per core in every worker unless told otherwise, and the workers then contend;
-    ``OMP_NUM_THREADS`` set by the user is left alone.
+    An id registered at run time (not by importing a package) would otherwise be unknown there. A worker that
+    outlived a killed evaluation played on for nothing beside the rerun (seen: two for ten minutes).
     """
     if spec.id not in gym.registry:
         gym.registry[spec.id] = spec
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    share_cores(threads)
+    die_with_parent(parent)
 
 
 def _batch(config: EvalConfig, agent: Any) -> int:
@@ -466,8 +467,8 @@ def _run(config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[i
         # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
         # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
         context, spec = multiprocessing.get_context("spawn"), gym.spec(config.env)
-        threads = max(1, (os.cpu_count() or 1) // config.workers)
-        with ProcessPoolExecutor(config.workers, context, initializer=_init_worker, initargs=(spec, threads)) as pool:
+        setup = (spec, max(1, (os.cpu_count() or 1) // config.workers), os.getpid())
+        with ProcessPoolExecutor(config.workers, context, initializer=_init_worker, initargs=setup) as pool:
             futures = [pool.submit(_play_in_worker, config, chunk) for chunk in parts]
             for future in as_completed(futures):
                 for record in future.result():

@@ -35,8 +35,6 @@ import copy
 import dataclasses
 import json
 import os
-import signal
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -621,19 +619,16 @@ def _init_arm_worker(parent: int, threads: int) -> None:
 
     Progress goes out as plain lines (rich's ``TTY_COMPATIBLE=0``): two live displays in one terminal would
     overwrite each other. A worker that outlived a killed demo would go on writing its arm's checkpoints while the
-    rerun resumes the same arm, so on Linux the kernel kills it with its parent (``PR_SET_PDEATHSIG``).
+    rerun resumes the same arm, so it dies with the demo (``sage_agents.workers.die_with_parent``).
     """
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    from sage_agents.workers import die_with_parent, share_cores
+
+    share_cores(threads)
     os.environ["TTY_COMPATIBLE"] = "0"
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the demo died before the line above took effect
-        os._exit(1)
+    die_with_parent(parent)
 
 
 def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str, tuple[str, dict, dict]]:

@@ -17,6 +17,7 @@ from leaderboard.evaluate import EvalConfig, evaluate, parse_args, play_chain, p
 from sage_agents.registry import UnknownAgentError, list_agents, make_agent
 from sage_envs import SageChainEnv
 
+from ..processes import outliving, spawned_workers
 from ..sage_envs.toy_domain import ToyDomain
 
 TOY_ID = "SageChain-Toy-v0"
@@ -127,6 +128,23 @@ def test_a_killed_evaluation_resumes_to_the_uninterrupted_summary(tmp_path):
     resumed = evaluate(config)
     assert len(episodes.read_text().splitlines()) == 20  # nothing played twice, nothing lost
     assert {k: v for k, v in resumed.items() if k != "commit"} == {k: v for k, v in reference.items() if k != "commit"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers die with their parent on Linux")
+def test_the_workers_of_a_killed_evaluation_die_with_it(tmp_path):
+    argv = ["--agent", "random", "--env", "SageChain-ALFWorld-v0", "--split", "train", "--num-chains", "40",
+            "--env-kwargs", '{"max_steps_per_task": 200}', "--workers", "2", "--output", str(tmp_path)]  # fmt: skip
+    episodes = tmp_path / f"{parse_args(argv).run_name}.episodes.jsonl"
+    command = [sys.executable, "-m", "leaderboard.evaluate", *argv]
+    run = subprocess.Popen(command, cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while (not episodes.exists() or not episodes.read_text()) and time.monotonic() < deadline:  # workers playing
+        time.sleep(0.01)
+    workers = spawned_workers(run.pid)
+    assert len(workers) == 2
+    run.send_signal(signal.SIGKILL)
+    assert run.wait() == -signal.SIGKILL, "the evaluation ended before it could be killed"
+    assert not outliving(workers, 10), "a worker outlived the killed evaluation"
 
 
 def test_parallel_workers_match_serial(tmp_path):

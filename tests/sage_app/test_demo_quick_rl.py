@@ -20,6 +20,8 @@ from safetensors.torch import load_file
 
 from sage_app.demo import ARMS, DemoConfig
 
+from ..processes import outliving, spawned_workers
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 RL_STAGE = """
@@ -49,33 +51,6 @@ def finish(proc: subprocess.Popen) -> None:
 def final_weights(out: Path, arm: str) -> dict[str, torch.Tensor]:
     checkpoints = out / arm / "checkpoints"
     return load_file(checkpoints / (checkpoints / "latest").read_text().strip() / "model" / "model.safetensors")
-
-
-def stat_fields(stat: Path) -> list[str]:
-    """The fields of a ``/proc/<pid>/stat`` file after the command name: state, parent pid, ..."""
-    return stat.read_text().rsplit(")", 1)[1].split()
-
-
-def arm_workers(parent: int) -> list[int]:
-    """The pids of ``parent``'s spawned worker processes (Linux: read from /proc)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat_fields(stat)[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue  # the process ended while being read
-        if ppid == parent and b"spawn_main" in command:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        return stat_fields(Path(f"/proc/{pid}/stat"))[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +85,11 @@ def test_a_kill_in_the_quick_rl_stage_then_a_rerun_ends_with_the_uninterrupted_w
         assert proc.poll() is None, f"the RL stage ended before its first checkpoint: {proc.stderr.read()[-3000:]}"
         assert time.monotonic() < deadline, "no first checkpoint in time"
         time.sleep(0.1)
-    workers = arm_workers(proc.pid)
+    workers = spawned_workers(proc.pid)
     assert workers, "no RL worker process"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
-    deadline = time.monotonic() + 10
-    while any(map(alive, workers)):  # the kernel kills them with their parent
-        assert time.monotonic() < deadline, "an RL worker outlived the killed demo"
-        time.sleep(0.05)
+    assert not outliving(workers, 10), "an RL worker outlived the killed demo"  # the kernel kills them with it
     assert not (tmp_path / "grpo" / "checkpoints" / "step_0000002").exists()  # killed in the middle of the arm
     written = (first / "trainer_state.json").stat().st_mtime_ns
     finish(rl_stage(tmp_path))
