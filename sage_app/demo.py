@@ -998,21 +998,30 @@ def goals(summaries: list[dict[str, Any]], episodes: dict[str, dict]) -> list[di
     return judged
 
 
-def goal_line(judged: dict[str, Any]) -> str:
-    """One :func:`goals` row in words: ``- SAGE vs GRPO: steps per task: +15.1% [+8.6, +22.2] (goal ...): not met``."""
+def goal_result(judged: dict[str, Any]) -> str:
+    """A :func:`goals` row's measured figures, ``""`` when not measured.
+
+    ``+15.1% [+8.6, +22.2]`` (value and 95% interval), or for a benchmark row each arm's TGC on the set and, in
+    brackets, on the main split.
+    """
     if judged["value"] is None:
-        return f"- {judged['name']} (goal {judged['goal']}; {judged['source']}): **{judged['status']}**"
-    if "per_arm" in judged:  # a benchmark_goals row: each arm's TGC on the set (and on the main split)
-        arms = ", ".join(
-            f"{label} {arm['tgc']:.1f} ({arm['main_tgc']:.1f})" for label, arm in judged["per_arm"].items()
-        )
-        return f"- {judged['name']} (main split's in brackets): {arms} (goal {judged['goal']}; {judged['source']}): " \
-               f"**{judged['status']}**"  # fmt: skip
+        return ""
+    if "per_arm" in judged:  # a benchmark_goals row
+        arms = judged["per_arm"].items()
+        return ", ".join(f"{label} {arm['tgc']:.1f} ({arm['main_tgc']:.1f})" for label, arm in arms)
     low, high = judged["ci95"]
     text = f"{judged['value'] + 0.0:+.1f}{judged['unit']} [{low:+.1f}, {high:+.1f}]"
     if "per_seed" in judged:
         text += ", per RL seed " + ", ".join(f"{seed} {v + 0.0:+.1f}" for seed, v in judged["per_seed"].items())
-    return f"- {judged['name']}: {text} (goal {judged['goal']}; {judged['source']}): **{judged['status']}**"
+    return text
+
+
+def goal_line(judged: dict[str, Any]) -> str:
+    """One :func:`goals` row in words: ``- SAGE vs GRPO: steps per task: +15.1% [+8.6, +22.2] (goal ...): not met``."""
+    name = judged["name"] + (" (main split's in brackets)" if "per_arm" in judged else "")
+    result = goal_result(judged)
+    return f"- {name}{': ' + result if result else ''} (goal {judged['goal']}; {judged['source']}): " \
+           f"**{judged['status']}**"  # fmt: skip
 
 
 def install_line(summaries: list[dict[str, Any]]) -> str:

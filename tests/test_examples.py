@@ -104,9 +104,14 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
         [episode(0, [6, 8], [True, True]), episode(1, [7, 30], [True, False])],  # SGC 50, 12.75 steps
         [episode(0, [6, 8], [True, True]), episode(1, [7, 9], [True, True])],
     ]  # SGC 100, 7.5 steps
+    goal = {"name": "SAGE vs its SFT start: TGC", "goal": ">= +10 points", "source": "issue 20 item 3",
+            "unit": " points", "ci95": [4.5, 19.5], "value": 12.0, "met": True, "status": "met"}  # fmt: skip
+    goals = [[goal], [{**goal, "value": 3.0, "ci95": [-1.0, 7.0], "met": False, "status": "not met"}]]
+    goals[0].append({**goal, "name": "ReSkill vs GRPO: TGC", "value": None, "ci95": None, "met": None,
+                     "status": "not measured (arm not run)"})  # fmt: skip
     runs = []
     for seed, sage in enumerate(sage_runs):
-        result = {"config": {"seed": seed, "arms": ["grpo", "sage"]},
+        result = {"config": {"seed": seed, "arms": ["grpo", "sage"]}, "goals": goals[seed],
                   "summaries": [summary("random", grpo) | {"agent": "random"}, summary("grpo", grpo),
                                 summary("sage", sage)]}  # fmt: skip
         run = tmp_path / f"run{seed}"
@@ -126,7 +131,13 @@ def test_demo_seeds_prints_each_run_and_the_spread_over_runs(tmp_path, capsys, m
             "generated tokens -37.8% [-65.0, -11.9]") in out  # fmt: skip
     # SGC gains 50 and 100 points (mean 75, sd 35.4); steps cut 37.8% and 63.4% (mean 50.6%, sd 18.1%).
     assert "mean +- sd over 2 runs: SGC +75.0 +- 35.4 points, steps -50.6% +- 18.1%, tokens -50.6% +- 18.1%" in out
-    assert assert_intervals_hold(out) == 6  # three per run
+    assert assert_intervals_hold(out) == 8  # three per run, and the goal's in each run
+    assert (
+        f"- SAGE vs its SFT start: TGC (goal >= +10 points; issue 20 item 3): met in 1 of 2 runs\n"
+        f"    {runs[0]}: +12.0 points [+4.5, +19.5]: met\n    {runs[1]}: +3.0 points [-1.0, +7.0]: not met\n"
+    ) in out
+    assert (f"- ReSkill vs GRPO: TGC (goal >= +10 points; issue 20 item 3): met in 0 of 2 runs\n"
+            f"    {runs[0]}: not measured (arm not run)\n    {runs[1]}: not in its report\n") in out  # fmt: skip
 
 
 def test_the_interval_check_reads_every_printed_form_and_catches_an_interval_that_misses():
