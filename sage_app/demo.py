@@ -234,8 +234,9 @@ class DemoConfig:
     steps of its test by this z (``TrainConfig.reskill_min_within_step_z``, whose default None is the paper's rule
     alone; 0.84: one-sided 80%). Under the paper's rule the demo-long ReSkill arm accepted 8 and 11 versions at
     seeds 0 and 1, nearly all behind chance within their steps, and ended 14 points below GRPO at both; with 0.84
-    (seed 0) it accepted 2, both ahead, and ended 5 above (docs/reskill.md, "Deciding within steps"). Runs saved
-    before this field load with None, the rule they ran."""
+    it accepted 2 at seed 0 and ended 5 above, but 4 at seed 2 (two in tests whose groups almost never succeeded)
+    and ended 12.5 below (docs/reskill.md, "Deciding within steps"). Runs saved before this field load with None,
+    the rule they ran."""
 
     sage_writes_skills: bool = True
     """SAGE writes its skill definitions token by token under the DSL grammar (``LLMPolicy(write_skills=True)``,
