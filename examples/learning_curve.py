@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--eval-split", default="valid_seen")
     parser.add_argument("--eval-chains", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None, help="the RL seed (default: the demo's, as its arm ran)")
     parser.add_argument("--output", default="runs/curve-sage")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig field")
     args = parser.parse_args()
@@ -51,7 +51,7 @@ def main() -> None:
     demo = Path(args.demo_dir)
     cfg = DemoConfig.load(demo / "demo_config.json")
     config = dataclasses.replace(
-        arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", args.seed),
+        arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", cfg.seed if args.seed is None else args.seed),
         output_dir=args.output, total_steps=args.steps, eval_every=args.eval_every, eval_split=args.eval_split,
         eval_chains=args.eval_chains, **overrides,
     )  # fmt: skip

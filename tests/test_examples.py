@@ -241,7 +241,7 @@ def toy_demo(tiny, tmp_path_factory):
     from sage_app.demo import DemoConfig, expert_pairs
 
     out = tmp_path_factory.mktemp("demo")
-    cfg = DemoConfig(output_dir=str(out), expert_chains=2, tiny_hidden=32, tiny_layers=2, group_size=2,
+    cfg = DemoConfig(output_dir=str(out), seed=3, expert_chains=2, tiny_hidden=32, tiny_layers=2, group_size=2,
                      sft_bf16=False)  # fmt: skip
     expert_pairs(cfg, out)  # the expert's completed tasks (it needs ~11 turns a task without skills)
     # RL and evaluation then play 3 turns a task: a few seconds a step
@@ -262,6 +262,7 @@ def test_learning_curve_trains_a_demo_arm_and_evaluates_it_every_step(toy_demo, 
     checkpoint = tmp_path / "checkpoints" / (tmp_path / "checkpoints" / "latest").read_text().strip()
     trained = json.loads((checkpoint / "trainer_state.json").read_text())["config"]
     assert (trained["temperature"], trained["lr"]) == (0.6, 3e-5)  # the --set overrides reached the run
+    assert trained["seed"] == 3  # the demo's seed, as its arm ran
 
 
 def test_sft_loss_ablation_trains_both_losses_and_measures_them(toy_demo, monkeypatch, capsys):

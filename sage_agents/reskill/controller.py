@@ -262,7 +262,9 @@ class ReSkill:
 
     def _decide(self, decision: str, step: int) -> None:
         summary = self.tracker.finish()
-        posterior = {k: summary[k] for k in ("new", "old", "p_new", "steps", "episodes", "M", "within_step_z")}
+        posterior = {
+            k: summary[k] for k in ("new", "old", "p_new", "steps", "episodes", "M", "within_step_z", "within_step_p")
+        }
         accepted = decision == "accept"
         version = self.registry.accept(step) if accepted else self.registry.reject(step)
         self.counts["tests"] += 1

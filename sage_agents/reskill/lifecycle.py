@@ -14,7 +14,9 @@ One JSON object per line, each with ``event`` and ``step`` (the training step, 1
   shown on the failures it was made from, trigger too rare); ``skill``, ``reason``, ``creator``. Logged when new
   (the same skill and reason as at the previous creation attempt are not logged again).
 
-``posterior`` is ``{"new": {"alpha", "beta", "mean"}, "old": {...}, "p_new", "steps", "episodes", "M"}``.
+``posterior`` is ``{"new": {"alpha", "beta", "mean"}, "old": {...}, "p_new", "steps", "episodes", "M",
+"within_step_z", "within_step_p"}`` (the last two: :func:`~sage_agents.reskill.thompson.within_step_z` and its exact
+p-value).
 """
 
 from __future__ import annotations

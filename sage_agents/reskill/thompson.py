@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import betabinom
+from scipy.stats import betabinom, hypergeom
 
 P_CLAMP = 0.15
 """P(new) is clamped to [P_CLAMP, 1 - P_CLAMP] (arXiv 2606.01619, in-group version sampling)."""
@@ -206,6 +206,32 @@ def within_step_z(history: Sequence[Sequence[int]]) -> float:
     return gain / math.sqrt(variance) if variance > 0 else 0.0
 
 
+def within_step_p(history: Sequence[Sequence[int]]) -> float:
+    """One-sided exact p-value of the new arm's successes within steps (the exact form of :func:`within_step_z`).
+
+    Why: a test of a few dozen episodes at a low success rate holds a handful of successes, too few for the normal
+    approximation behind ``z`` (the Mantel-Fleiss rule asks for 5 between the expected count and each of its
+    bounds). Conditioning on every step's margins, as ``z`` does, the new arm's count in a step is hypergeometric
+    under the null and the steps are independent, so the test's count is distributed as their convolution; the
+    p-value is ``P(X >= observed)`` under it (the exact conditional test of the stratified 2x2 tables; for one step,
+    Fisher's exact test).
+
+    Args:
+        history: per step ``[m_new, n_new, m_old, n_old]`` (``ThompsonTracker``'s test history).
+
+    Returns:
+        p in (0, 1]; 1 when no step can tell.
+    """
+    null = np.ones(1)  # P(the new arm's count above its lowest possible value = k), k = 0, 1, ...
+    observed_above_lowest = 0
+    for m_new, n_new, m_old, n_old in history:
+        total, wins = n_new + n_old, m_new + m_old
+        lowest, highest = max(0, wins - n_old), min(wins, n_new)
+        null = np.convolve(null, hypergeom.pmf(np.arange(lowest, highest + 1), total, wins, n_new))
+        observed_above_lowest += m_new - lowest
+    return float(min(1.0, null[observed_above_lowest:].sum()))
+
+
 def accept_decision(
     steps: int,
     episodes: int,
@@ -359,20 +385,21 @@ class ThompsonTracker:
             out[arm] = {"alpha": a, "beta": b, "mean": beta_mean(a, b)}
         out.update(p_new=self.p_new(), steps=t["steps"], episodes=t["episodes"], M=self.M)
         out["within_step_z"] = within_step_z(t["history"])
+        out["within_step_p"] = within_step_p(t["history"])
         return out
 
     def decision(self) -> str:
         """``continue``, ``accept`` or ``reject`` (:func:`accept_decision` on the running test)."""
         assert self.test is not None, "decision() outside a test"
-        p = self.posterior()
+        t = self.test
         return accept_decision(
-            p["steps"],
-            p["episodes"],
-            p["new"]["mean"],
-            p["old"]["mean"],
+            t["steps"],
+            t["episodes"],
+            beta_mean(t["alpha_new"], t["beta_new"]),
+            beta_mean(t["alpha_old"], t["beta_old"]),
             self.min_steps,
             self.min_episodes,
-            p["within_step_z"],
+            within_step_z(t["history"]),
             self.min_within_step_z,
         )
 

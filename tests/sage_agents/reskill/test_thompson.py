@@ -21,6 +21,7 @@ from sage_agents.reskill.thompson import (
     estimate_M,
     prob_new_better,
     prob_new_better_exact,
+    within_step_p,
     within_step_z,
 )
 
@@ -201,6 +202,45 @@ def test_within_step_z_sees_through_simpsons_paradox():
     assert accept_decision(2, 32, (1 + 9) / (2 + 16), (1 + 3) / (2 + 16), 2, 32, z=0.0, min_z=0.0) == "reject"
     assert within_step_z([[6, 8, 2, 8]]) > 1.5 and within_step_z([[2, 8, 6, 8]]) < -1.5
     assert within_step_z([[3, 8, 0, 0], [0, 0, 5, 8], [4, 4, 4, 4]]) == 0.0  # no step can tell
+
+
+def test_within_step_p_is_the_exact_conditional_test():
+    from scipy.stats import fisher_exact, norm
+
+    # one step: Fisher's exact test, one-sided (new arm's success odds greater)
+    for table in ([6, 8, 2, 8], [1, 5, 0, 3], [2, 8, 6, 8], [0, 4, 0, 12]):
+        m_new, n_new, m_old, n_old = table
+        fisher = fisher_exact([[m_new, n_new - m_new], [m_old, n_old - m_old]], alternative="greater").pvalue
+        assert within_step_p([table]) == pytest.approx(fisher)
+
+    # several steps: against enumerating every combination of per-step counts with the hypergeometric formula
+    def brute_force(history):
+        steps = []
+        for m_new, n_new, m_old, n_old in history:
+            total, wins = n_new + n_old, m_new + m_old
+            pmf = {k: math.comb(wins, k) * math.comb(total - wins, n_new - k) / math.comb(total, n_new)
+                   for k in range(max(0, wins - n_old), min(wins, n_new) + 1)}  # fmt: skip
+            steps.append(pmf)
+        observed = sum(h[0] for h in history)
+        return sum(
+            math.prod(pmf[k] for pmf, k in zip(steps, ks, strict=True))
+            for ks in itertools.product(*(sorted(pmf) for pmf in steps))
+            if sum(ks) >= observed
+        )
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n_new, n_old = rng.integers(0, 7, size=3), rng.integers(0, 7, size=3)
+        history = [
+            [int(rng.integers(0, a + 1)), int(a), int(rng.integers(0, b + 1)), int(b)]
+            for a, b in zip(n_new, n_old, strict=True)
+        ]
+        assert within_step_p(history) == pytest.approx(brute_force(history))
+    assert within_step_p([[3, 8, 0, 0], [0, 0, 5, 8], [4, 4, 4, 4]]) == 1.0  # no step can tell
+
+    # many successes: close to the normal approximation that within_step_z makes (a continuity correction apart)
+    history = [[30, 60, 20, 60]] * 4
+    assert within_step_p(history) == pytest.approx(norm.sf(within_step_z(history)), abs=0.01)
 
 
 # ---------------------------------------------------------------------------------------------- TRACKER
