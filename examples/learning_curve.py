@@ -50,8 +50,9 @@ def main() -> None:
 
     demo = Path(args.demo_dir)
     cfg = DemoConfig.load(demo / "demo_config.json")
+    seed = cfg.seed if args.seed is None else args.seed
     config = dataclasses.replace(
-        arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", cfg.seed if args.seed is None else args.seed),
+        arm_config(cfg, Path(args.output), args.arm, demo / "sft" / "model", seed),
         output_dir=args.output, total_steps=args.steps, eval_every=args.eval_every, eval_split=args.eval_split,
         eval_chains=args.eval_chains, **overrides,
     )  # fmt: skip
