@@ -69,11 +69,13 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 nearly memorises the expert's dozen chains (20 epochs on every turn's action alone, ``go to`` turns kept), 15 turns
 per task and groups of 8, so that some RL rollouts on those chains succeed and every arm's update moves its
 weights (docs/demo.md). An env without an entry gets the domain-neutral choices each field names."""
-LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10, "rl_lr": 1e-4}
+LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10, "rl_lr": 1e-4, "reskill_min_test_episodes": 256}
 """What ``--long`` sets where a field has its default value (the other fields keep theirs): 100 RL
 steps per arm, a held-out evaluation every 10 (the first 50 chains of the evaluation split, ~1.5 minutes each here),
-a checkpoint at each, and lr 1e-4: at the demo's 2e-5, 100 steps moved the policy by a KL of 0.016 to the SFT model
-and its held-out TGC not at all; at 1e-4 it moved 5x more (docs/demo.md, "The learning run")."""
+a checkpoint at each, lr 1e-4 (at the demo's 2e-5, 100 steps moved the policy by a KL of 0.016 to the SFT model
+and its held-out TGC not at all; at 1e-4 it moved 5x more: docs/demo.md, "The learning run") and ReSkill version
+tests of 256 episodes (16 steps; at 64, a useless version is accepted about one test in six and the demo-long arm
+accepted one every ~25 steps: docs/reskill.md, "Sizing a test")."""
 ARMS = ("grpo", "sage", "reskill")
 PERSISTENT = "sage-persistent"
 """Label of SAGE's last checkpoint evaluated with one library kept across chains
@@ -228,7 +230,7 @@ class DemoConfig:
     demo's last step, on 64 episodes). With 2 steps and 32 episodes a version was accepted at 0 successes in
     both arms (the posterior mean of the arm with fewer episodes is higher): too little evidence."""
     reskill_min_test_episodes: int = 50
-    """Episodes (both arms of the test) before a ReSkill decision (ReSkill: 50)."""
+    """Episodes (both arms of the test) before a ReSkill decision (ReSkill: 50; ``--long``: 256, :data:`LONG`)."""
     reskill_min_within_step_z: float | None = 0.84
     """A version is accepted only if its posterior mean is higher (ReSkill's rule) and it beats chance within the
     steps of its test by this z (``TrainConfig.reskill_min_within_step_z``, whose default None is the paper's rule
@@ -358,7 +360,8 @@ class DemoConfig:
         (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped. A run saved before ``train_command_grammar``
         existed trained on the wheel's grammar, one saved before ``sft_shuffle_parameters`` on shuffled
         parameter orders and one saved before ``reskill_min_within_step_z`` under the paper's accept rule (None), so
-        that is what they are loaded with. A run saved before ``env_id``
+        that is what they are loaded with. A ``long`` run keeps the :data:`LONG` values it saved, including those
+        equal to a field's default that ``--long`` now replaces. A run saved before ``env_id``
         existed played ALFWorld, where ``expert_skills`` None then meant all of its skills (now ALFWorld's four):
         it is loaded with their list.
         """
@@ -373,7 +376,11 @@ class DemoConfig:
         }
         if "env_id" not in saved and "expert_skills" in saved and saved["expert_skills"] is None:
             saved["expert_skills"] = list(domain_class(ALFWORLD).skill_templates())
-        return cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
+        cfg = cls(**{k: v for k, v in saved.items() if k not in REMOVED_FIELDS})
+        for name in LONG:  # what the run saved, not what --long sets today (a saved value may equal the default)
+            if name in saved:
+                setattr(cfg, name, saved[name])
+        return cfg
 
     @property
     def sage_kwargs(self) -> dict[str, Any]:

@@ -307,6 +307,8 @@ def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
     cfg = DemoConfig(long=True)
     assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (100, 10, 10, 1e-4) and not cfg.quick
+    assert cfg.reskill_min_test_episodes == 256 and DemoConfig().reskill_min_test_episodes == 50
+    assert DemoConfig(long=True, reskill_min_test_episodes=64).reskill_min_test_episodes == 64
     assert DemoConfig(long=True, group_size=4).group_size == 4  # only the RL budget, its rate and evaluations change
     assert (DemoConfig(long=True, rl_lr=5e-5).rl_lr, DemoConfig(long=True, rl_steps=30).rl_steps) == (5e-5, 30)
     with pytest.raises(ValueError, match="set one of them"):
@@ -441,6 +443,14 @@ def test_the_sage_arms_sft_definitions_keep_the_canonical_parameter_order_unless
     assert "sft_shuffle_parameters" not in json.loads(saved.read_text())  # a run from before the option
     assert DemoConfig.load(saved).sft_shuffle_parameters is True  # ... trained on shuffled orders
     assert DemoConfig.load(saved).reskill_min_within_step_z is None  # ... and decided by the paper's accept rule
+
+
+def test_a_saved_long_run_loads_with_the_values_it_ran_not_what_long_sets_today():
+    saved = Path(__file__).resolve().parents[2] / "docs" / "assets" / "demo_long_seed2" / "demo_config.json"
+    ran = json.loads(saved.read_text())
+    assert ran["long"] and ran["reskill_min_test_episodes"] == 50  # the default then, and today's default
+    loaded = DemoConfig.load(saved)
+    assert loaded.reskill_min_test_episodes == 50 and loaded.rl_lr == ran["rl_lr"]  # not LONG's 256
 
 
 def test_sft_guidance_shows_guidance_in_the_no_skill_pairs_only(tmp_path):

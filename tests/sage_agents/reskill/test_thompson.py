@@ -336,13 +336,17 @@ def test_tracker_rejects_bad_arguments_and_double_start():
 
 
 # ---------------------------------------------------------------------------------------------- SIMULATION
-def simulate(p_new, p_old, tests=200, slots=8, per_slot=2, discount="eb", seed=0, spread=0.0, min_z=None):
+def simulate(p_new, p_old, tests=200, slots=8, per_slot=2, discount="eb", seed=0, spread=0.0, min_z=None,
+             min_steps=5, min_episodes=50):  # fmt: skip
     """Run ``tests`` version tests on a synthetic bandit: each step assigns ``slots`` rollout slots by Thompson
     sampling, each slot plays ``per_slot`` episodes (a group of 8 chains of 2 tasks) with success probability
     p_new or p_old, both shifted by ``+spread`` or ``-spread`` at each step (the step's chain is easy or hard,
-    equally likely). Returns (accept rate, mean test length in steps, mean share of slots given the new arm)."""
+    equally likely), until the test is ``min_steps`` steps and ``min_episodes`` episodes long. Returns (accept
+    rate, mean test length in steps, mean share of slots given the new arm)."""
     rng = np.random.default_rng(seed)
-    tracker = ThompsonTracker(discount=discount, min_within_step_z=min_z)
+    tracker = ThompsonTracker(
+        discount=discount, min_within_step_z=min_z, min_steps=min_steps, min_episodes=min_episodes
+    )
     accepted, lengths, shares = 0, [], []
     for version in range(tests):
         tracker.start(version, 0)
@@ -401,4 +405,11 @@ if __name__ == "__main__":
     print("|---|---|---|---|---|")
     for p_new, p_old in [(0.7, 0.3), (0.6, 0.4), (0.55, 0.45), (0.5, 0.5), (0.45, 0.55), (0.4, 0.6)]:
         rates = [simulate(p_new, p_old, spread=0.3, min_z=z)[0] for z in (None, 0.0, 0.84)]
+        print(f"| {p_new} | {p_old} | " + " | ".join(f"{r:.3f}" for r in rates) + " |")
+    print("\nThe demo-long regime (success rates near 0.2, spread 0.15, within-step z > 0.84): accept rate (200 tests)")
+    print("by test length (demo: 4 steps of 16 episodes; 256 episodes: 16 steps)")
+    print("| p_new | p_old | 64 episodes | 256 episodes |")
+    print("|---|---|---|---|")
+    for p_new, p_old in [(0.3, 0.2), (0.25, 0.2), (0.2, 0.2), (0.15, 0.2), (0.1, 0.2)]:
+        rates = [simulate(p_new, p_old, spread=0.15, min_z=0.84, min_steps=4, min_episodes=n)[0] for n in (64, 256)]
         print(f"| {p_new} | {p_old} | " + " | ".join(f"{r:.3f}" for r in rates) + " |")
