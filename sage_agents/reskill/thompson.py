@@ -226,6 +226,8 @@ def within_step_p(history: Sequence[Sequence[int]]) -> float:
     observed_above_lowest = 0
     for m_new, n_new, m_old, n_old in history:
         total, wins = n_new + n_old, m_new + m_old
+        if total == 0:
+            continue  # a step without episodes (scipy's hypergeometric of an empty urn is nan)
         lowest, highest = max(0, wins - n_old), min(wins, n_new)
         null = np.convolve(null, hypergeom.pmf(np.arange(lowest, highest + 1), total, wins, n_new))
         observed_above_lowest += m_new - lowest

@@ -237,6 +237,7 @@ def test_within_step_p_is_the_exact_conditional_test():
         ]
         assert within_step_p(history) == pytest.approx(brute_force(history))
     assert within_step_p([[3, 8, 0, 0], [0, 0, 5, 8], [4, 4, 4, 4]]) == 1.0  # no step can tell
+    assert within_step_p([[0, 0, 0, 0], [3, 4, 0, 4]]) == pytest.approx(1 / 14)  # a step without episodes
 
     # many successes: close to the normal approximation that within_step_z makes (a continuity correction apart)
     history = [[30, 60, 20, 60]] * 4
