@@ -16,6 +16,9 @@ DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
 BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage sage-persistent"}  # the entries to (re)compute; reskill needs RESKILL
+# SPLITS="valid" evaluates only those generated splits (no official set); by default the demo's eval_split, the
+# domain's other splits but the training one, and on ALFWorld official valid_seen where the games are.
+ONLY_SPLITS=${SPLITS:-}
 want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # The demo run's env, splits, protocol, policy options and SAGE's skill options (templates, write_skills) as JSON
 # members (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as
@@ -32,6 +35,7 @@ print(json.dumps(cfg.policy_kwargs)[1:-1])
 print(json.dumps(cfg.sage_kwargs)[1:-1])
 print(int(cfg.sage_eval_bank))' "$DEMO")
 EVAL_SPLIT=${SPLITS%% *}
+SPLITS=${ONLY_SPLITS:-$SPLITS}
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
 SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
 SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
@@ -66,7 +70,7 @@ run() {
 }
 splits=()  # the demo's eval_split first (ALFWorld: valid_unseen, then valid_seen): mostly the demo's own episodes
 for split in $SPLITS; do splits+=("--split $split"); done
-if [ "$ENV_ID" = SageChain-ALFWorld-v0 ] && [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
+if [ -z "$ONLY_SPLITS" ] && [ "$ENV_ID" = SageChain-ALFWorld-v0 ] && [ -d "${ALFWORLD_DATA:-../shared/alfworld}/json_2.1.1" ]; then
   export ALFWORLD_DATA=${ALFWORLD_DATA:-../shared/alfworld}
   splits+=("--split valid_seen --source official")
 fi
