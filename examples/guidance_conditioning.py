@@ -3,6 +3,7 @@
     python examples/guidance_conditioning.py --quick            # a smoke run (tests)
     python examples/guidance_conditioning.py --train-chains 200 --eval-chains 40
     python examples/guidance_conditioning.py --model runs/demo/sft/model --eval-chains 40   # the demo's SFT model
+    python examples/guidance_conditioning.py --model M --eval-chains 100 --conditions relevant none --probe-chains 0
 
 1. The observation-only expert plays generated ``train`` chains; its turns become SFT pairs in the demo's prompt
    format, a share of them showing a guidance skill made for the turn (it names the expert's action), a share one
@@ -130,10 +131,11 @@ def main() -> None:
     parser.add_argument("--probe-chains", type=int, default=60, help="probe chains, after the --train-chains (0: none)")
     parser.add_argument("--save", help="save the trained model (and tokenizer) to this folder")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS), help="played ones")
     args = parser.parse_args()
     if args.quick:
         args.train_chains, args.eval_chains, args.epochs, args.hidden, args.layers = 4, 2, 1.0, 32, 1
-        args.eval_max_steps, args.probe_chains = 6, 2
+        args.eval_max_steps, args.probe_chains = 6, min(args.probe_chains, 2)
     start = time.perf_counter()
 
     cfg = DemoConfig(seed=args.seed)
@@ -160,7 +162,7 @@ def main() -> None:
         print(f"\n{args.eval_chains} valid_unseen chains, greedy constrained decoding\n")
         print("| guidance shown | TGC | tasks | agreement with the expert | turns |")
         print("|---|---|---|---|---|")
-    for condition in CONDITIONS if chains else ():
+    for condition in args.conditions if chains else ():
         r = play(policy, {**cfg.env_kwargs, "max_steps_per_task": args.eval_max_steps}, chains, condition, pool)
         print(f"| {condition} | {100 * r['tgc']:.1f}% | {r['tasks']} | {100 * r['agreement']:.1f}% | {r['turns']} |")
     if args.probe_chains:

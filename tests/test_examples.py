@@ -352,6 +352,9 @@ def test_guidance_conditioning_evaluates_a_saved_model(monkeypatch, capsys, tmp_
     out = run_main("guidance_conditioning", ["--quick", "--model", str(tmp_path)], monkeypatch, capsys)
     assert f"SFT model: {tmp_path};" in out and "SFT: " not in out  # evaluated, not trained
     assert conditioning_rows(out) == ["relevant", "elsewhere", "none", "irrelevant"]
+    argv = ["--quick", "--model", str(tmp_path), "--conditions", "none", "relevant", "--probe-chains", "0"]
+    out = run_main("guidance_conditioning", argv, monkeypatch, capsys)
+    assert conditioning_rows(out) == ["none", "relevant"] and "probe:" not in out
 
 
 def test_cross_domain_guidance_reports_where_a_library_fires_and_whether_it_is_right(tmp_path, monkeypatch, capsys):
