@@ -455,6 +455,10 @@ class AlfworldExpert:
         self.skills = frozenset(SKILLS if skills is None else skills)
         self._rng = np.random.default_rng(vary_definitions) if vary_definitions is not None else None
         self.shuffle_parameters = shuffle_parameters
+        self._written: dict[str, str] = {}  # skill name -> the definition last sent under it (across chains)
+        self._variants: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self._direct: set[str] = set()
+        self._whole = False
         self.reset()
 
     def reset(self) -> None:
@@ -462,8 +466,10 @@ class AlfworldExpert:
         self._skills_off = not self.use_skills
         self._grammar = ""  # "wheel" or "official", once an admissible put command shows the game's grammar
         self._broken: set[str] = set()  # skills that failed to define or run in this chain
-        self._variants: dict[str, tuple[str, tuple[int, ...]]] = {}  # skill -> (its name, parameter order) here
-        self._direct: set[str] = set()  # search skills written with DIRECT_SKILLS' bodies in this chain
+        # Kept for a library that outlives the chain (library_scope="persistent"): see _keep_library_variants.
+        self._previous = (self._variants, self._direct, self._whole)
+        self._variants = {}  # skill -> (its name, parameter order) here
+        self._direct = set()  # search skills written with DIRECT_SKILLS' bodies in this chain
         self._whole = False  # tasks whose sub-task skills are in the library are played by a TASK_SKILLS skill
         if self._rng is not None:
             tasks = [t for t, text in TASK_SKILLS.items() if set(_called(text)) <= self.skills]
@@ -483,6 +489,8 @@ class AlfworldExpert:
     def act(self, observation: Mapping[str, str], info: Mapping[str, Any]) -> str:
         """Return the next action for the chain env's ``observation`` and ``info``."""
         text = observation["observation"]
+        if self._previous is not None:
+            self._keep_library_variants(info)
         if info.get("new_task", False) or observation["task"] != self._task:
             self._start_task(observation["task"], text)
         elif self._last_action.startswith(("skill ", "call ")):
@@ -494,6 +502,18 @@ class AlfworldExpert:
         action = self._skill_action(info) if not (self._skills_off or self._plain) else None
         self._last_action = action or self._command(admissible)
         return self._last_action
+
+    def _keep_library_variants(self, info: Mapping[str, Any]) -> None:
+        """At a chain's first turn: a library that still holds skills written here goes on with their names.
+
+        A library kept across chains (``library_scope="persistent"``) holds the definitions of earlier chains; the
+        names and parameter orders drawn for this chain would define the same skills again under other names, or
+        call a kept skill of the same name with another parameter order.
+        """
+        library = {entry.get("name") for entry in info.get("skill_library", [])}
+        if library & self._written.keys():
+            self._variants, self._direct, self._whole = self._previous
+        self._previous = None
 
     def override(self, action: str) -> None:
         """The action sent this turn was ``action``, not the one :meth:`act` returned (noise injected into its play).
@@ -724,9 +744,13 @@ class AlfworldExpert:
         self._call, self._placed_before_call = (name, args), len(world.placed)
         rename, order = self._variants.get(name, (name, tuple(range(len(args)))))
         call = f"call {rename}({', '.join(args[i] for i in order)})"
-        if rename in library:
+        definition = self._definition(name)
+        # A skill of that name in the library is called only when it is the definition wanted here: a kept library
+        # may hold another one under the name (written for the other put grammar, or by someone else).
+        if rename in library and self._written.get(rename) == definition:
             return call
-        return f"{self._definition(name)}\n{call}"
+        self._written[rename] = definition
+        return f"{definition}\n{call}"
 
     def _attempt(self, name: str, args: tuple[str, ...]) -> tuple[str, ...]:
         """A call with the situation it is sent from (what is held, placed and treated)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 from alfworld.gen import goal_library
 
@@ -20,7 +21,7 @@ from sage_envs.domains.alfworld.expert import (
 from sage_envs.domains.alfworld.generator import chain_grammar
 from sage_envs.domains.alfworld.official import official_tasks
 from sage_envs.domains.alfworld.textworld_engine import AlfworldGame
-from sage_envs.skills import parse_definition
+from sage_envs.skills import SkillLibrary, parse_definition
 
 from .test_alfworld_official import official_data_dir
 
@@ -296,3 +297,44 @@ def test_expert_recovers_when_its_appliance_cannot_clean(tmp_path, monkeypatch: 
         "go to shelf 2",
         "move soapbar 1 to shelf 2",
     ]
+
+
+@pytest.mark.parametrize("vary_definitions", [0, None])
+def test_a_library_kept_across_chains_is_called_by_the_names_it_was_written_under(vary_definitions) -> None:
+    """With ``library_scope="persistent"`` the varying expert drew new names and parameter orders per chain, called a
+    kept skill of the same name with its own order, and failed 82 of 300 generated ``valid_unseen`` tasks."""
+    env = gym.make("SageChain-ALFWorld-v0", split="valid_unseen", skills="program", library_scope="persistent")
+    expert = AlfworldExpert(vary_definitions=vary_definitions)
+    calls_of_kept_skills, successes = 0, []
+    for chain in range(12):
+        expert.reset()
+        observation, info = env.reset(seed=chain, options={"chain": chain})
+        kept = {entry["name"] for entry in info["skill_library"]}
+        terminated = False
+        while not terminated:
+            observation, _, terminated, _, info = env.step(expert.act(observation, info))
+            assert info["action_valid"], info["message"]
+            calls_of_kept_skills += info["action_kind"] == "call" and bool(set(info["skills_used"]) & kept)
+        successes += info["chain_successes"]
+    env.close()
+    assert all(successes) and len(successes) == 24
+    assert calls_of_kept_skills >= 12  # the later chains call what the earlier ones defined
+    assert len(info["skill_library"]) <= len(SKILLS) + 2  # not a new name per chain
+
+
+def test_a_library_skill_of_the_same_name_but_another_definition_is_defined_again() -> None:
+    foreign, _ = parse_definition("skill place_in(obj, place):\n    look")
+    library = SkillLibrary()
+    library.add(foreign)
+    env = gym.make("SageChain-ALFWorld-v0", split="valid_unseen", skills="program")
+    expert = AlfworldExpert(skills=["place_in"])
+    observation, info = env.reset(seed=0, options={"chain": 0, "skill_library": library})
+    expert.reset()
+    sent = []
+    terminated = False
+    while not terminated:
+        sent.append(expert.act(observation, info))
+        observation, _, terminated, _, info = env.step(sent[-1])
+    env.close()
+    assert any(action.startswith("skill place_in(") for action in sent)
+    assert all(info["chain_successes"])
