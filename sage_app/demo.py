@@ -78,6 +78,9 @@ tests of 256 episodes (16 steps; at 64, a useless version is accepted about one 
 accepted one every ~25 steps: docs/reskill.md, "Sizing a test")."""
 ARMS = ("grpo", "sage", "reskill")
 PERSISTENT = "sage-persistent"
+PERSISTENT_RUN_CHAINS = 25
+"""Chains that share one library in the expert's persistent runs (:attr:`DemoConfig.sft_persistent_share`): the
+expert's library stops growing after ~10 chains, and each run draws new skill names."""
 """Label of SAGE's last checkpoint evaluated with one library kept across chains
 (:attr:`DemoConfig.sage_persistent_eval`)."""
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
@@ -174,6 +177,11 @@ class DemoConfig:
     other turn the guidance names what the observation already decides, and the demo's SFT model did not read it:
     it picked a command the guidance named 2.2% of the time shown vs 2.5% not shown (docs/reskill.md, "Guidance
     conditioning"). 0 (every measured demo run): perturbed turns are not pairs."""
+    sft_persistent_share: float = 0.0
+    """Share of the skill-mode expert chains played with one library kept across runs of
+    :data:`PERSISTENT_RUN_CHAINS` chains (``library_scope="persistent"``; the rest start each chain empty), so that
+    the SFT data shows libraries holding skills of earlier chains, called where they fit and passed over where
+    they do not, as the ``sage-persistent`` entry plays. 0: every chain starts from an empty library."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
@@ -290,6 +298,8 @@ class DemoConfig:
                 f"arms={self.arms!r} must hold 'grpo' and 'sage' (the comparison) and may add 'reskill', each once, "
                 """e.g. --set 'arms=["grpo", "sage"]'."""
             )
+        if not 0.0 <= self.sft_persistent_share <= 1.0:
+            raise ValueError(f"sft_persistent_share={self.sft_persistent_share!r} is a share of chains: 0 to 1.")
         from sage_envs import domain_class
         from sage_envs.error import suggest
 
@@ -497,27 +507,43 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
         # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
         sage = cfg.sage_kwargs if skills == "program" else {}
         prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
-        env = gym.make(cfg.env_id, split=domain.splits[0], skills=skills, **cfg.train_env_kwargs)
         options = {}
         if takes is None or "vary_definitions" in takes:  # definitions the policy writes: varied examples
             options["vary_definitions"] = cfg.seed if sage.get("write_skills") else None
         if takes is None or "shuffle_parameters" in takes:
             options["shuffle_parameters"] = cfg.sft_shuffle_parameters
         expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
-        chains = track(range(cfg.expert_chains), description=f"expert, skills={skills}", transient=True)
         guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
         mix = GuidanceMix(seed=cfg.seed, followed=cfg.sft_guidance_followed)
         data = {"guidance": mix, "advise": domain.advise} if guided else {}
-        if cfg.sft_perturbation and hasattr(expert, "override"):
-            pattern = domain.entity_pattern
-            data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=cfg.seed, entity_pattern=pattern)
-        pairs += collect_expert_pairs(env, expert, prompter, chains, seed=cfg.seed, **data)
-        env.close()
+        share = cfg.sft_persistent_share if skills == "program" else 0.0
+        for chains, scope in expert_runs(cfg.expert_chains, share):
+            if cfg.sft_perturbation and hasattr(expert, "override"):
+                seed, pattern = cfg.seed + chains.start, domain.entity_pattern  # each run its own noise
+                data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=seed, entity_pattern=pattern)
+            env_kwargs = {"skills": skills, "library_scope": scope, **cfg.train_env_kwargs}
+            env = gym.make(cfg.env_id, split=domain.splits[0], **env_kwargs)
+            played = track(chains, description=f"expert, skills={skills}, {scope} library", transient=True)
+            pairs += collect_expert_pairs(env, expert, prompter, played, seed=cfg.seed, **data)
+            env.close()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     tmp.replace(path)
     return pairs
+
+
+def expert_runs(num_chains: int, persistent_share: float) -> list[tuple[range, str]]:
+    """The expert's chains as ``(chains, library_scope)`` runs, each played in one env.
+
+    The first chains start each from an empty library; the last ``round(persistent_share * num_chains)`` come in
+    runs of :data:`PERSISTENT_RUN_CHAINS` that each keep one library across their chains.
+    """
+    kept = round(persistent_share * num_chains)
+    runs = [(range(0, num_chains - kept), "chain")] if kept < num_chains else []
+    for start in range(num_chains - kept, num_chains, PERSISTENT_RUN_CHAINS):
+        runs.append((range(start, min(start + PERSISTENT_RUN_CHAINS, num_chains)), "persistent"))
+    return runs
 
 
 def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:

@@ -490,6 +490,35 @@ def test_sft_guidance_followed_adds_the_perturbed_turns_as_pairs_that_name_them(
         DemoConfig(sft_perturbation=0.0, sft_guidance_followed=0.5)
 
 
+def test_sft_persistent_share_plays_the_last_expert_chains_with_a_library_kept_across_them(tmp_path):
+    assert demo.expert_runs(60, 0.5) == [
+        (range(0, 30), "chain"), (range(30, 55), "persistent"), (range(55, 60), "persistent")]  # fmt: skip
+    assert demo.expert_runs(10, 0.0) == [(range(0, 10), "chain")]
+    assert demo.expert_runs(10, 1.0) == [(range(0, 10), "persistent")]
+
+    def pairs(share):
+        out = tmp_path / str(share)
+        cfg = DemoConfig(output_dir=str(out), quick=True, sft_persistent_share=share)
+        cfg.expert_chains, cfg.max_steps_per_task = 6, 30
+        return expert_pairs_by_mode(demo.expert_pairs(cfg, out))
+
+    (empty, plain), (kept, kept_plain) = pairs(0.0), pairs(1.0)
+    assert kept_plain == plain  # only the skill mode's chains keep a library
+
+    def definitions(pairs):
+        return sum(p["completion"].startswith("skill ") for p in pairs)
+
+    assert 0 < definitions(kept) < definitions(empty)  # later chains call what earlier ones defined
+    with pytest.raises(ValueError, match="sft_persistent_share"):
+        DemoConfig(sft_persistent_share=1.5)
+
+
+def expert_pairs_by_mode(pairs):
+    """The skill mode's pairs (their prompts show a library or that none is defined yet) and the no-skill ones."""
+    program = [p for p in pairs if "Program skills" in p["prompt"] or "(none yet" in p["prompt"]]
+    return program, [p for p in pairs if p not in program]
+
+
 TEXTWORLD = "SageChain-TextWorld-v0"
 
 
