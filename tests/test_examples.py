@@ -410,3 +410,18 @@ def test_library_ablation_evaluates_each_skill_alone_and_left_out(toy_demo, tmp_
         shutil.rmtree(checkpoint / "reskill_library" / name)
     variants = load("library_ablation").library_variants(checkpoint / "reskill_library", leave_out=True)
     assert list(variants) == ["none", "all"]
+
+
+def test_persistent_sft_compares_both_library_scopes_for_each_share(tmp_path, monkeypatch, capsys):
+    sizes = ["expert_chains=2", "sft_epochs=0.5", "tiny_hidden=32", "max_steps_per_task=15", "workers=1"]
+    argv = [str(tmp_path), "--shares", "0", "1", "--eval-chains", "1", "--eval-turns", "2"]
+    argv += [f"--set={size}" for size in sizes]
+    out = run_main("persistent_sft", argv, monkeypatch, capsys)
+    rows = re.findall(rf"^share (0|1), (chain|persistent) library: TGC ({NUMBER}), tokens/task ({NUMBER}), tasks "
+                      rf"with a definition ({NUMBER})%$", out, re.MULTILINE)  # fmt: skip
+    assert [(share, scope) for share, scope, *_ in rows] == [
+        ("0", "chain"), ("0", "persistent"), ("1", "chain"), ("1", "persistent")]  # fmt: skip
+    assert all(0 <= float(tgc) <= 100 and float(tokens) > 0 for _, _, tgc, tokens, _ in rows)
+    assert assert_intervals_hold(out) == 2 * 4  # kept vs per-chain for each share, share 1 vs 0 in each scope
+    saved = json.loads((tmp_path / "share-1" / "demo_config.json").read_text())
+    assert saved["sft_persistent_share"] == 1.0 and saved["expert_chains"] == 2
