@@ -181,7 +181,9 @@ class DemoConfig:
     """Share of the skill-mode expert chains played with one library kept across runs of
     :data:`PERSISTENT_RUN_CHAINS` chains (``library_scope="persistent"``; the rest start each chain empty), so that
     the SFT data shows libraries holding skills of earlier chains, called where they fit and passed over where
-    they do not, as the ``sage-persistent`` entry plays. 0: every chain starts from an empty library."""
+    they do not, as the ``sage-persistent`` entry plays. 0 (default): every chain starts from an empty library; at
+    0.5 the SFT model's kept-library TGC moved -7.0 and +1.0 points at two seeds (docs/demo.md, "Expert chains with
+    a kept library in the SFT data")."""
     sft_bf16: bool | None = None
     """SFT under bf16 autocast; None: where the hardware runs bf16 natively (1.5-1.7x faster than fp32 on an
     AVX-512 CPU), fp32 elsewhere (emulated bf16 measured 11x slower on an AVX2 CPU; ``runs_bf16_natively``)."""
