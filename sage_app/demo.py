@@ -78,11 +78,11 @@ tests of 256 episodes (16 steps; at 64, a useless version is accepted about one 
 accepted one every ~25 steps: docs/reskill.md, "Sizing a test")."""
 ARMS = ("grpo", "sage", "reskill")
 PERSISTENT = "sage-persistent"
+"""Label of SAGE's last checkpoint evaluated with one library kept across chains
+(:attr:`DemoConfig.sage_persistent_eval`)."""
 PERSISTENT_RUN_CHAINS = 25
 """Chains that share one library in the expert's persistent runs (:attr:`DemoConfig.sft_persistent_share`): the
 expert's library stops growing after ~10 chains, and each run draws new skill names."""
-"""Label of SAGE's last checkpoint evaluated with one library kept across chains
-(:attr:`DemoConfig.sage_persistent_eval`)."""
 ARM_SKILLS = {"grpo": "none", "sage": "program", "reskill": "guidance"}
 """The env's ``skills`` mode of each arm: GRPO acts without skills, SAGE writes programs, ReSkill reads guidance."""
 ARM_COLORS = {"grpo": "tab:blue", "sage": "tab:orange", "reskill": "tab:green"}
