@@ -745,9 +745,9 @@ class AlfworldExpert:
         rename, order = self._variants.get(name, (name, tuple(range(len(args)))))
         call = f"call {rename}({', '.join(args[i] for i in order)})"
         definition = self._definition(name)
-        # A skill of that name in the library is called only when it is the definition wanted here: a kept library
-        # may hold another one under the name (written for the other put grammar, or by someone else).
-        if rename in library and self._written.get(rename) == definition:
+        # A library skill of that name is called, unless this expert wrote another definition under it (in a kept
+        # library: for the other put grammar, say); a skill it was given (a starting library) is taken as it is.
+        if rename in library and self._written.get(rename, definition) == definition:
             return call
         self._written[rename] = definition
         return f"{definition}\n{call}"
