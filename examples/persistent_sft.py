@@ -28,19 +28,16 @@ SCOPES = {"sage": "chain", PERSISTENT: "persistent"}
 """Evaluation label -> the env's ``library_scope``."""
 
 
-def compare(first: dict, second: dict) -> str:
-    """TGC points and relative tokens per task of ``first`` vs ``second`` (episode logs), each with its interval."""
-    ci = paired_ci(first, second, lambda a, b: {"tgc": 100 * (a["tgc"] - b["tgc"]),
-                                                "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)})  # fmt: skip
+def differences(a: dict, b: dict) -> dict:
+    """TGC points and relative tokens per task (%) of ``a`` vs ``b``: summaries, or :func:`paired_ci`'s resamples."""
+    return {"tgc": 100 * (a["tgc"] - b["tgc"]), "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)}
 
-    def point(records: dict) -> tuple[float, float]:
-        tasks = [t for r in records.values() for t in zip(r["success"], r["tokens"], strict=True)]
-        return sum(s for s, _ in tasks) / len(tasks), sum(n for _, n in tasks) / len(tasks)
 
-    (tgc_a, tokens_a), (tgc_b, tokens_b) = point(first), point(second)
-    tgc, tokens = 100 * (tgc_a - tgc_b), 100 * (tokens_a / tokens_b - 1)
-    return (f"TGC {tgc:+.1f} points [{ci['tgc'][0]:+.1f}, {ci['tgc'][1]:+.1f}], "
-            f"tokens {tokens:+.1f}% [{ci['tokens'][0]:+.1f}, {ci['tokens'][1]:+.1f}]")  # fmt: skip
+def compare(first: tuple[dict, dict], second: tuple[dict, dict]) -> str:
+    """:func:`differences` of ``first`` vs ``second`` (each its summary and episode log) with paired intervals."""
+    point, ci = differences(first[0], second[0]), paired_ci(first[1], second[1], differences)
+    return (f"TGC {point['tgc']:+.1f} points [{ci['tgc'][0]:+.1f}, {ci['tgc'][1]:+.1f}], "
+            f"tokens {point['tokens']:+.1f}% [{ci['tokens'][0]:+.1f}, {ci['tokens'][1]:+.1f}]")  # fmt: skip
 
 
 def main() -> None:
@@ -54,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
 
-    logs: dict[tuple[float, str], dict] = {}
+    runs: dict[tuple[float, str], tuple[dict, dict]] = {}  # (share, label) -> (summary, episode log)
     for share in args.shares:
         out = Path(args.output) / f"share-{share:g}"
         cfg = DemoConfig(**{**overrides, "output_dir": str(out), "seed": args.seed,
@@ -69,17 +66,18 @@ def main() -> None:
                 env_kwargs["max_steps_per_task"] = args.eval_turns
             entry = ("sage", agent_kwargs, env_kwargs)
             summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", cfg.eval_split, args.eval_chains))
-            logs[share, label] = records = logged_episodes(out, summary)
+            records = logged_episodes(out, summary)
+            runs[share, label] = summary, records
             tasks = [acts for r in records.values() for acts in r["actions"]]
             defined = 100 * sum(any(a.startswith("skill ") for a in acts) for acts in tasks) / len(tasks)
             print(f"share {share:g}, {scope} library: TGC {100 * summary['tgc']:.1f}, tokens/task "
                   f"{summary['mean_tokens']:.1f}, tasks with a definition {defined:.1f}%")  # fmt: skip
     for share in args.shares:
-        print(f"share {share:g}, kept vs per-chain library: {compare(logs[share, PERSISTENT], logs[share, 'sage'])}")
+        print(f"share {share:g}, kept vs per-chain library: {compare(runs[share, PERSISTENT], runs[share, 'sage'])}")
     for share in args.shares[1:]:
         for label, scope in SCOPES.items():
             first = args.shares[0]
-            print(f"{scope} library, share {share:g} vs {first:g}: {compare(logs[share, label], logs[first, label])}")
+            print(f"{scope} library, share {share:g} vs {first:g}: {compare(runs[share, label], runs[first, label])}")
 
 
 if __name__ == "__main__":
