@@ -80,11 +80,11 @@ class _Node:
     option: Option | None = None  # set on the node where an option's tokens end
 
 
-def _trie(options: Sequence[Option], encode: Callable[[str], list[int]], eos_id: int) -> _Node:
+def _trie(options: Sequence[Option], encode: Callable[[str], Sequence[int]], eos_id: int) -> _Node:
     """The token trie of one choice; raises ``ValueError`` when an option's tokens are a prefix of another's."""
     root = _Node()
     for option in dict.fromkeys(options):
-        tokens = encode(option.text) + [eos_id] * option.ends
+        tokens = [*encode(option.text), *[eos_id] * option.ends]
         node = root
         for token in tokens:
             if node.option is not None:
@@ -107,7 +107,7 @@ class ConstrainedRow:
         eos_id: the EOS token id.
     """
 
-    def __init__(self, plan: Plan, encode: Callable[[str], list[int]], eos_id: int):
+    def __init__(self, plan: Plan, encode: Callable[[str], Sequence[int]], eos_id: int):
         self.plan, self.encode, self.eos_id = plan, encode, eos_id
         self.done = False
         self.text = ""  # the options taken so far
@@ -168,7 +168,7 @@ def generate(
     temperature: float = 1.0,
     top_p: float = 1.0,
     plans: Sequence[Plan] | None = None,
-    encode: Callable[[str], list[int]] | None = None,
+    encode: Callable[[str], Sequence[int]] | None = None,
 ) -> list[Generated]:
     """Sample completions of left-padded prompts with ``model.generate`` (KV cache, batched).
 

@@ -40,6 +40,7 @@ from sage_envs.domain import ENTITY_PATTERN
 
 ACTION_KINDS = ("command", "define", "call", "none")
 MAX_CONSTRAINED_TOKENS = 512
+MAX_MEMO_OPTIONS = 1 << 16  # option texts LLMPolicy.encode_option remembers (a few MB)
 """Token budget of a constrained turn: far above the longest action (a skill-definition template and its call,
 ~100 tokens); generation stops as soon as every row's action is complete."""
 _COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '/\-]*$")  # "/": the official ALFWorld games' "put X in/on Y"
@@ -313,6 +314,7 @@ class LLMPolicy:
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self._option_ids: dict[str, tuple[int, ...]] = {}  # encode_option's memo
 
     @property
     def given(self) -> str:
@@ -364,6 +366,20 @@ class LLMPolicy:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens added."""
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def encode_option(self, text: str) -> tuple[int, ...]:
+        """:meth:`encode` of a constrained choice's option, memoised.
+
+        The same commands and arguments are offered turn after turn (the tokenizer call was a fifth of an
+        evaluation's time: ``benchmarks/eval_speed.py --compare option-memo``); the memo is emptied when it reaches
+        :data:`MAX_MEMO_OPTIONS` texts, so free text (skill bodies) cannot grow it without bound.
+        """
+        ids = self._option_ids.get(text)
+        if ids is None:
+            if len(self._option_ids) >= MAX_MEMO_OPTIONS:
+                self._option_ids.clear()
+            ids = self._option_ids[text] = tuple(self.encode(text))
+        return ids
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
@@ -423,7 +439,7 @@ class LLMPolicy:
         prompt_ids = [self.encode(p) for p in prompts]
         rows = decoding.generate(
             self.model, prompt_ids, eos_id=self.eos_id, pad_id=self.pad_id, greedy=greedy,
-            temperature=self.temperature, top_p=self.top_p, plans=plans, encode=self.encode,
+            temperature=self.temperature, top_p=self.top_p, plans=plans, encode=self.encode_option,
             max_new_tokens=self.max_new_tokens if plans is None else MAX_CONSTRAINED_TOKENS,
         )  # fmt: skip
         results = []

@@ -305,6 +305,19 @@ def test_options_of_one_choice_must_be_prefix_free(tiny):
         ConstrainedRow(plan(), lambda text: tok(text, add_special_tokens=False).input_ids, tok.eos_token_id)
 
 
+def test_option_ids_are_the_tokenizers_and_their_memo_is_bounded(tiny, monkeypatch):
+    import sage_agents.policy
+
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, constrained=True)
+    monkeypatch.setattr(sage_agents.policy, "MAX_MEMO_OPTIONS", 2)
+    texts = ["go to cabinet 1", "open drawer 2", "take apple 1 from countertop 1", "go to cabinet 1"]
+    for text in texts:
+        assert list(policy.encode_option(text)) == policy.encode(text) != []
+        assert len(policy._option_ids) <= 2
+    assert policy.encode_option(texts[-1]) is policy.encode_option(texts[-1])  # served from the memo
+
+
 def test_policy_agent_history_and_tokens(tiny):
     model, tok = tiny
     agent = PolicyAgent(LLMPolicy(model, tok, constrained=True, history_turns=3))
