@@ -4,6 +4,7 @@
     python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 16 --batch-sizes 1 8 16
     python benchmarks/eval_speed.py --model-path runs/demo/sage/checkpoints/step_0000006/model --skills program
     python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 32 --compare option-memo
+    python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 50 --compare pool --workers 2
 
 ``leaderboard.evaluate.evaluate`` plays the same generated ``valid_unseen`` chains of ``SageChain-ALFWorld-v0``
 with the ``policy`` agent (constrained decoding, the demo's prompt) once per batch size, in one process
@@ -21,6 +22,10 @@ greedy near-tie the other way, so a few may differ); ``TGC`` = task success of t
 ``--compare option-memo``: one batch size (the last of ``--batch-sizes``), the policy tokenizing every option of
 every constrained choice afresh (as before ``LLMPolicy.encode_option``) vs through its memo; the runs alternate
 (``--repeat`` rounds) and ``s`` is each row's median. Both must play the same actions (``same`` = all).
+``--compare pool``: ``--entries`` agents evaluated one after another with ``--workers`` processes each, as the
+demo's stage 4 does: a new pool of workers per entry (each worker importing torch and transformers and loading its
+model) vs one :func:`leaderboard.evaluate.worker_pool` for all of them (``s`` = all entries, ``same`` = the
+first entry's chains).
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from leaderboard.evaluate import EvalConfig, evaluate
+from leaderboard.evaluate import EvalConfig, evaluate, worker_pool
 from sage_agents.models import build_tiny_model
 from sage_agents.policy import LLMPolicy
 from sage_app.demo import DemoConfig, skill_templates
@@ -49,8 +55,10 @@ def main() -> None:
     parser.add_argument("--skills", choices=["none", "program"], default="none", help="the env's skills mode")
     parser.add_argument("--max-steps-per-task", type=int, default=10, help="turn limit per task")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--compare", choices=("batch", "option-memo"), default="batch")
-    parser.add_argument("--repeat", type=int, default=1, help="alternating rounds (--compare option-memo)")
+    parser.add_argument("--compare", choices=("batch", "option-memo", "pool"), default="batch")
+    parser.add_argument("--repeat", type=int, default=1, help="alternating rounds (option-memo, pool)")
+    parser.add_argument("--workers", type=int, default=1, help="evaluation worker processes per entry")
+    parser.add_argument("--entries", type=int, default=3, help="agents evaluated in turn (--compare pool)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -67,22 +75,35 @@ def main() -> None:
             agent_kwargs["skill_templates"] = skill_templates(args.expert_skills)
         env_kwargs = {**demo.env_kwargs, "skills": args.skills, "max_steps_per_task": args.max_steps_per_task}
 
-        def run(label: str, batch: int) -> tuple[float, int, float]:
-            config = EvalConfig(
-                agent="policy", split="valid_unseen", num_chains=args.chains, output=f"{tmp}/{label}",
-                agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, batch_size=batch,
-            )  # fmt: skip
-            start = time.perf_counter()
-            summary = evaluate(config)
-            seconds = time.perf_counter() - start
-            episodes = Path(config.output, f"{config.run_name}.episodes.jsonl").read_text().splitlines()
-            actions[label] = {(r["seed"], r["chain"]): r["actions"] for r in map(json.loads, episodes)}
-            return seconds, summary["n_chains"], summary["tgc"]
+        def run(label: str, batch: int, entries: int = 1, pool: Any = None) -> tuple[float, int, float]:
+            """Evaluate ``entries`` agents (the same model under other labels) in turn; the first one's actions."""
+            start, chains = time.perf_counter(), 0
+            for entry in range(entries):
+                config = EvalConfig(
+                    agent="policy", label=f"policy-{entry}", split="valid_unseen", num_chains=args.chains,
+                    output=f"{tmp}/{label}", agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, batch_size=batch,
+                    workers=args.workers,
+                )  # fmt: skip
+                summary = evaluate(config, pool)
+                chains += summary["n_chains"]
+                if entry == 0:
+                    episodes = Path(config.output, f"{config.run_name}.episodes.jsonl").read_text().splitlines()
+                    actions[label] = {(r["seed"], r["chain"]): r["actions"] for r in map(json.loads, episodes)}
+            return time.perf_counter() - start, chains, summary["tgc"]
 
         actions: dict[str, dict] = {}
         rows = []
         if args.compare == "batch":
             rows = [(str(batch), *run(str(batch), batch)) for batch in args.batch_sizes]
+        elif args.compare == "pool":
+            batch = args.batch_sizes[-1]
+            seconds = {"a pool per entry": [], "one pool": []}
+            for _ in range(args.repeat):
+                seconds["a pool per entry"].append(run("a pool per entry", batch, args.entries)[0])
+                with worker_pool(demo.env_id, args.workers) as pool:
+                    spent, n, tgc = run("one pool", batch, args.entries, pool)
+                seconds["one pool"].append(spent)
+            rows = [(label, statistics.median(spent), n, tgc) for label, spent in seconds.items()]
         else:
             batch, memo = args.batch_sizes[-1], LLMPolicy.encode_option
             seconds: dict[str, list[float]] = {"memo off": [], "memo on": []}
@@ -96,10 +117,10 @@ def main() -> None:
     reference = actions[rows[0][0]]
     model = args.model_path or "random tiny"
     print(f"policy agent, {args.chains} chains of valid_unseen, skills={args.skills}, model={model}")
-    print(f"{'run':>8} {'s':>8} {'s/chain':>8} {'x':>6} {'same':>7} {'TGC':>6}")
+    print(f"{'run':>16} {'s':>8} {'s/chain':>8} {'x':>6} {'same':>7} {'TGC':>6}")
     for label, spent, n, tgc in rows:
-        same = sum(actions[label][key] == reference[key] for key in reference)
-        print(f"{label:>8} {spent:>8.1f} {spent / n:>8.2f} {rows[0][1] / spent:>6.2f} {same:>3}/{n:<3} {tgc:>6.2f}")
+        same = f"{sum(actions[label][key] == reference[key] for key in reference)}/{len(reference)}"
+        print(f"{label:>16} {spent:>8.1f} {spent / n:>8.2f} {rows[0][1] / spent:>6.2f} {same:>7} {tgc:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -16,16 +16,19 @@ episode logs, keeping their provenance.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import importlib.metadata
 import json
+import multiprocessing
 import os
 import platform
 import re
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,7 @@ from sage_envs import SkillLibrary  # importing sage_envs registers the env ids
 __all__ = [
     "BOOTSTRAP_SAMPLES", "EvalConfig", "append_episodes", "episodes_path", "evaluate", "git_commit",
     "installed_versions", "main", "play_chain", "play_chains", "read_episodes", "resummarize", "summarize",
-    "summary_episodes", "write_summary",
+    "summary_episodes", "worker_pool", "write_summary",
 ]  # fmt: skip
 # Packages whose version can change a result: the dependency ranges are open, so two installs of one commit may
 # differ (a fresh install reran the 3-layer demo's seed 0 with other SFT numbers; docs/demo.md).
@@ -228,7 +231,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-_WORKER: dict[str, Any] = {}
+_WORKER: dict[str, Any] = {}  # in a worker: its agent, envs and the config hash they were built for
 
 
 def _init_worker(spec: Any, threads: int, parent: int) -> None:
@@ -254,11 +257,35 @@ def _make_envs(config: EvalConfig, agent: Any) -> list[gym.Env]:
 
 
 def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    """Play ``todo`` in this process, building the agent and its envs once per process."""
-    if "agent" not in _WORKER:
+    """Play ``todo`` in this process, building the agent and its envs once per process and config.
+
+    A worker of a shared :func:`worker_pool` keeps the agent of the latest config it played, so that a config's
+    parts reuse it and the next config's first part replaces it.
+    """
+    if _WORKER.get("config") != config.config_hash:
+        for env in _WORKER.get("envs", ()):
+            env.close()
+        _WORKER.clear()
         _WORKER["agent"] = make_agent(config.agent, **{"env_id": config.env, **config.agent_kwargs})
         _WORKER["envs"] = _make_envs(config, _WORKER["agent"])
+        _WORKER["config"] = config.config_hash
     return list(play_chains(_WORKER["envs"], _WORKER["agent"], todo))
+
+
+@contextlib.contextmanager
+def worker_pool(env_id: str, workers: int) -> Iterator[Executor]:
+    """Spawned evaluation workers that several :func:`evaluate` calls share (``evaluate(config, pool=pool)``).
+
+    A worker imports torch and transformers and loads its agent (~7 s on a 2-core CPU); evaluating many agents in a
+    row (the demo's stage 4) pays the imports once per worker instead of once per agent and worker. Each worker
+    gets its share of the cores and dies with this process. "spawn", not the default fork: a process that already
+    ran torch (e.g. `sage demo` after training) has OpenMP threads, and a forked worker then hung in its first
+    forward pass (seen with 2 workers).
+    """
+    context, spec = multiprocessing.get_context("spawn"), gym.spec(env_id)
+    setup = (spec, max(1, (os.cpu_count() or 1) // workers), os.getpid())
+    with ProcessPoolExecutor(workers, context, initializer=_init_worker, initargs=setup) as pool:
+        yield pool
 
 
 def read_episodes(path: Path, config_hash: str) -> dict[tuple[int, int], dict[str, Any]]:
@@ -279,8 +306,12 @@ def read_episodes(path: Path, config_hash: str) -> dict[tuple[int, int], dict[st
     return done
 
 
-def evaluate(config: EvalConfig) -> dict[str, Any]:
-    """Run (or resume) the evaluation and write ``<run_name>.episodes.jsonl`` and ``<run_name>.json``."""
+def evaluate(config: EvalConfig, pool: Executor | None = None) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write ``<run_name>.episodes.jsonl`` and ``<run_name>.json``.
+
+    With ``config.workers > 1`` the chains are played by a new pool of that many workers, or by ``pool`` (a
+    :func:`worker_pool` of ``config.workers`` workers for ``config.env``) where one is given.
+    """
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / f"{config.run_name}.episodes.jsonl"
@@ -294,7 +325,7 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     todo = [key for key in todo_all if key not in done]
 
     earlier = _read_summary(out / f"{config.run_name}.json", config.config_hash)
-    records = _run(config, envs, agent, todo)
+    records = _run(config, envs, agent, todo, pool)
     if config.persistent:
         records = _carry_library(envs[0], records, todo_all, done, log_path)
     for record in append_episodes(log_path, records, config):
@@ -445,8 +476,10 @@ def resummarize(summary_path: str | os.PathLike, write: bool = True) -> dict[str
     return summary
 
 
-def _run(config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]]) -> Iterable[dict[str, Any]]:
-    """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in a pool of workers."""
+def _run(
+    config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[int, int]], pool: Executor | None = None
+) -> Iterable[dict[str, Any]]:
+    """Yield episode records for ``todo`` (seed, chain) pairs, in this process or in ``pool`` (or a new pool)."""
     from sage_agents.progress import Progress  # plain progress lines in a log
 
     with Progress(transient=True) as progress:
@@ -456,19 +489,12 @@ def _run(config: EvalConfig, envs: list[gym.Env], agent: Any, todo: list[tuple[i
                 yield record
                 progress.advance(bar)
             return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         # Work goes out in parts: at least two per worker, so that the workers finish together, and at most eight
         # batches, so that a crash loses little; a worker's batch stays full but for each part's tail.
         batch = _batch(config, agent)
         part = max(1, min(batch * 8, -(-len(todo) // (2 * config.workers)))) if batch > 1 else 1
         parts = [todo[i : i + part] for i in range(0, len(todo), part)]
-        # "spawn", not the default fork: a process that already ran torch (e.g. `sage demo` after training) has
-        # OpenMP threads, and a forked worker then hung in its first forward pass (seen with 2 workers).
-        context, spec = multiprocessing.get_context("spawn"), gym.spec(config.env)
-        setup = (spec, max(1, (os.cpu_count() or 1) // config.workers), os.getpid())
-        with ProcessPoolExecutor(config.workers, context, initializer=_init_worker, initargs=setup) as pool:
+        with contextlib.nullcontext(pool) if pool is not None else worker_pool(config.env, config.workers) as pool:
             futures = [pool.submit(_play_in_worker, config, chunk) for chunk in parts]
             for future in as_completed(futures):
                 for record in future.result():

@@ -31,6 +31,7 @@ Defaults measured on ALFWorld (:data:`ENV_DEFAULTS`) apply there only.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -710,23 +711,26 @@ def evaluate_agents(
     Returns:
         The ``eval_split`` summaries, the extra sets' summaries, and a note per set skipped for lack of data.
     """
-    from leaderboard.evaluate import evaluate
+    from leaderboard.evaluate import evaluate, worker_pool
     from sage_envs.error import DataNotFoundError
 
     entries = agent_entries(cfg, sft, arms)
+    # One pool of workers for every entry: each worker imports torch and transformers once, not once per entry.
+    with worker_pool(cfg.env_id, cfg.workers) if cfg.workers > 1 else contextlib.nullcontext() as pool:
 
-    def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
-        return evaluate(entry_eval_config(cfg, label, entries[label], out / "results", split, num_chains, source))
+        def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
+            config = entry_eval_config(cfg, label, entries[label], out / "results", split, num_chains, source)
+            return evaluate(config, pool)
 
-    summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
-    extra, skipped = [], []
-    labels = [label for label in entries if label != "random" and not label.startswith(PERSISTENT)]
-    for eval_set in cfg.extra_eval_sets:
-        chains = eval_set.get("num_chains", 10**9)  # default: every chain (the evaluator stops at the split's end)
-        try:
-            extra += [run(label, eval_set["split"], chains, eval_set.get("source")) for label in labels]
-        except DataNotFoundError as error:
-            skipped.append(f"{eval_set_name(eval_set)} not played: {error}")
+        summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
+        extra, skipped = [], []
+        labels = [label for label in entries if label != "random" and not label.startswith(PERSISTENT)]
+        for eval_set in cfg.extra_eval_sets:
+            chains = eval_set.get("num_chains", 10**9)  # default: every chain (the evaluator stops at the split's end)
+            try:
+                extra += [run(label, eval_set["split"], chains, eval_set.get("source")) for label in labels]
+            except DataNotFoundError as error:
+                skipped.append(f"{eval_set_name(eval_set)} not played: {error}")
     return summaries, extra, skipped
 
 

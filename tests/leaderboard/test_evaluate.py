@@ -154,6 +154,26 @@ def test_parallel_workers_match_serial(tmp_path):
     assert serial["tgc"] == parallel["tgc"] and serial["mean_steps"] == parallel["mean_steps"]
 
 
+def test_one_worker_pool_plays_each_config_with_its_own_agent(tmp_path):
+    """Workers of a shared pool keep the latest config's agent: the next config must not be played by it."""
+    from leaderboard.evaluate import worker_pool
+
+    from ..sage_envs.toy_domain import ToyChainEnv
+
+    env_id = "SageChain-ToyPool-v0"  # a domain class behind it, for the expert agent
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=ToyChainEnv)
+    args = ["--env", env_id, "--num-chains", "4", "--split", "train", "--workers", "2"]
+    configs = [parse_args(["--agent", agent, *args, "--output", str(tmp_path / agent)])
+               for agent in ("expert", "random", "expert")]  # fmt: skip
+    with worker_pool(env_id, 2) as pool:
+        shared = [evaluate(config, pool) for config in configs]
+    alone = [evaluate(dataclasses.replace(config, output=str(tmp_path / "alone"))) for config in configs[:2]]
+    assert shared[0]["mean_steps"] < shared[1]["mean_steps"]  # the expert's plan is shorter than random play
+    for pooled, own in zip(shared, [*alone, alone[0]], strict=True):
+        assert (pooled["tgc"], pooled["mean_steps"]) == (own["tgc"], own["mean_steps"])
+
+
 class BatchScriptedAgent:
     """The toy expert plan through ``act_batch``; checks that every slot keeps to one chain until it ends."""
 
