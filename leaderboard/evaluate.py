@@ -238,11 +238,14 @@ def _init_worker(spec: Any, threads: int, parent: int) -> None:
     """Set up a spawned worker: the parent's registration of the env id, its share of the cores, death with it.
 
     An id registered at run time (not by importing a package) would otherwise be unknown there. A worker that
-    outlived a killed evaluation played on for nothing beside the rerun (seen: two for ten minutes).
+    outlived a killed evaluation played on for nothing beside the rerun (seen: two for ten minutes). A whole
+    evaluation submitted to a shared :func:`worker_pool` shows its progress as plain lines (rich's
+    ``TTY_COMPATIBLE=0``): a live display beside the parent's would overwrite it.
     """
     if spec.id not in gym.registry:
         gym.registry[spec.id] = spec
     share_cores(threads)
+    os.environ["TTY_COMPATIBLE"] = "0"
     die_with_parent(parent)
 
 

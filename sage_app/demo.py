@@ -37,7 +37,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -486,7 +486,31 @@ def skill_templates(
 
 
 def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
-    """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``)."""
+    """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``).
+
+    The two modes' chains are independent (each its own seeds), so with ``cfg.workers > 1`` they are played at once
+    in spawned processes (:func:`demo_pool`); the pairs are the same either way.
+    """
+    path = out / "expert" / "pairs.jsonl"
+    if path.exists():
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    modes = ("program", "none")
+    workers = min(cfg.workers, len(modes))
+    if workers > 1:
+        with demo_pool(workers) as pool:
+            per_mode = list(pool.map(expert_mode_pairs, [cfg] * len(modes), modes))
+    else:
+        per_mode = [expert_mode_pairs(cfg, skills) for skills in modes]
+    pairs = [pair for mode_pairs in per_mode for pair in mode_pairs]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    tmp.replace(path)
+    return pairs
+
+
+def expert_mode_pairs(cfg: DemoConfig, skills: str) -> list[dict[str, str]]:
+    """The expert's pairs of one skills mode (``"program"``: it defines and calls skills; ``"none"``)."""
     import gymnasium as gym
 
     import sage_envs  # noqa: F401
@@ -497,42 +521,34 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     from sage_agents.sft import GuidanceMix, Perturbation, collect_expert_pairs
     from sage_envs import domain_class
 
-    path = out / "expert" / "pairs.jsonl"
-    if path.exists():
-        return [json.loads(line) for line in path.read_text().splitlines()]
     model, tokenizer = build_tiny_model(
         skill_templates(env_id=cfg.env_id), hidden=32, layers=1, env_id=cfg.env_id
     )  # only formats prompts here
     domain = domain_class(cfg.env_id)
     takes = accepted_kwargs(domain.expert)
+    # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
+    sage = cfg.sage_kwargs if skills == "program" else {}
+    prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
+    options = {}
+    if takes is None or "vary_definitions" in takes:  # definitions the policy writes: varied examples
+        options["vary_definitions"] = cfg.seed if sage.get("write_skills") else None
+    if takes is None or "shuffle_parameters" in takes:
+        options["shuffle_parameters"] = cfg.sft_shuffle_parameters
+    expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
+    guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
+    mix = GuidanceMix(seed=cfg.seed, followed=cfg.sft_guidance_followed)
+    data = {"guidance": mix, "advise": domain.advise} if guided else {}
+    share = cfg.sft_persistent_share if skills == "program" else 0.0
     pairs = []
-    for skills in ("program", "none"):
-        # The prompts of the arm that uses them: the skill arm is offered the templates of the expert's skills.
-        sage = cfg.sage_kwargs if skills == "program" else {}
-        prompter = LLMPolicy(model, tokenizer, **sage, **cfg.prompt_kwargs)
-        options = {}
-        if takes is None or "vary_definitions" in takes:  # definitions the policy writes: varied examples
-            options["vary_definitions"] = cfg.seed if sage.get("write_skills") else None
-        if takes is None or "shuffle_parameters" in takes:
-            options["shuffle_parameters"] = cfg.sft_shuffle_parameters
-        expert = domain.expert(use_skills=skills != "none", skills=cfg.expert_skills, **options)
-        guided = skills == "none" and cfg.sft_guidance  # ReSkill's arm reads guidance where GRPO's reads none
-        mix = GuidanceMix(seed=cfg.seed, followed=cfg.sft_guidance_followed)
-        data = {"guidance": mix, "advise": domain.advise} if guided else {}
-        share = cfg.sft_persistent_share if skills == "program" else 0.0
-        for chains, scope in expert_runs(cfg.expert_chains, share):
-            if cfg.sft_perturbation and hasattr(expert, "override"):
-                seed, pattern = cfg.seed + chains.start, domain.entity_pattern  # each run its own noise
-                data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=seed, entity_pattern=pattern)
-            env_kwargs = {"skills": skills, "library_scope": scope, **cfg.train_env_kwargs}
-            env = gym.make(cfg.env_id, split=domain.splits[0], **env_kwargs)
-            played = track(chains, description=f"expert, skills={skills}, {scope} library", transient=True)
-            pairs += collect_expert_pairs(env, expert, prompter, played, seed=cfg.seed, **data)
-            env.close()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    tmp.replace(path)
+    for chains, scope in expert_runs(cfg.expert_chains, share):
+        if cfg.sft_perturbation and hasattr(expert, "override"):
+            seed, pattern = cfg.seed + chains.start, domain.entity_pattern  # each run its own noise
+            data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=seed, entity_pattern=pattern)
+        env_kwargs = {"skills": skills, "library_scope": scope, **cfg.train_env_kwargs}
+        env = gym.make(cfg.env_id, split=domain.splits[0], **env_kwargs)
+        played = track(chains, description=f"expert, skills={skills}, {scope} library", transient=True)
+        pairs += collect_expert_pairs(env, expert, prompter, played, seed=cfg.seed, **data)
+        env.close()
     return pairs
 
 
@@ -641,18 +657,28 @@ def train_arms(cfg: DemoConfig, out: Path, sft: Path) -> dict[str, Path]:
     runs, workers = arm_runs(cfg), rl_workers(cfg)
     if workers <= 1:
         return {label: train_arm(cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    context = multiprocessing.get_context("spawn")  # not fork: this process may already run OpenMP threads
-    with ProcessPoolExecutor(workers, context, initializer=_init_arm_worker, initargs=(os.getpid(), threads)) as pool:
+    with demo_pool(workers) as pool:
         futures = {label: pool.submit(train_arm, cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
         return {label: future.result() for label, future in futures.items()}
 
 
-def _init_arm_worker(parent: int, threads: int) -> None:
-    """Set up a spawned RL worker: its share of the cores, plain progress lines, and death with the demo.
+@contextlib.contextmanager
+def demo_pool(workers: int) -> Iterator[Any]:
+    """``workers`` spawned processes (:func:`_init_demo_worker`), each with its share of the cores.
+
+    Spawned, not forked: this process may already run OpenMP threads, and a forked worker then hangs.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, context, initializer=_init_demo_worker, initargs=(os.getpid(), threads)) as pool:
+        yield pool
+
+
+def _init_demo_worker(parent: int, threads: int) -> None:
+    """Set up a spawned demo worker: its share of the cores, plain progress lines, and death with the demo.
 
     Progress goes out as plain lines (rich's ``TTY_COMPATIBLE=0``): two live displays in one terminal would
     overwrite each other. A worker that outlived a killed demo would go on writing its arm's checkpoints while the
@@ -662,9 +688,6 @@ def _init_arm_worker(parent: int, threads: int) -> None:
 
     share_cores(threads)
     os.environ["TTY_COMPATIBLE"] = "0"
-    import torch
-
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     die_with_parent(parent)
 
 
@@ -711,18 +734,27 @@ def evaluate_agents(
     Returns:
         The ``eval_split`` summaries, the extra sets' summaries, and a note per set skipped for lack of data.
     """
-    from leaderboard.evaluate import evaluate, worker_pool
+    from leaderboard.evaluate import evaluate, keeps_library, worker_pool
     from sage_envs.error import DataNotFoundError
 
     entries = agent_entries(cfg, sft, arms)
     # One pool of workers for every entry: each worker imports torch and transformers once, not once per entry.
     with worker_pool(cfg.env_id, cfg.workers) if cfg.workers > 1 else contextlib.nullcontext() as pool:
 
-        def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
-            config = entry_eval_config(cfg, label, entries[label], out / "results", split, num_chains, source)
-            return evaluate(config, pool)
+        def config(label: str, split: str, num_chains: int, source: str | None = None) -> EvalConfig:
+            return entry_eval_config(cfg, label, entries[label], out / "results", split, num_chains, source)
 
-        summaries = [run(label, cfg.eval_split, cfg.eval_chains) for label in entries]
+        def run(label: str, split: str, num_chains: int, source: str | None = None) -> dict[str, Any]:
+            return evaluate(config(label, split, num_chains, source), pool)
+
+        # An entry that keeps its library plays its chains one at a time in one process: a worker of the pool plays
+        # it from the start while the others play the other entries, instead of one core waiting for it at the end.
+        kept = [label for label in entries if keeps_library(entries[label][2])] if pool is not None else []
+        playing = {label: pool.submit(evaluate, config(label, cfg.eval_split, cfg.eval_chains)) for label in kept}
+        summaries = [
+            playing[label].result() if label in playing else run(label, cfg.eval_split, cfg.eval_chains)
+            for label in entries
+        ]
         extra, skipped = [], []
         labels = [label for label in entries if label != "random" and not label.startswith(PERSISTENT)]
         for eval_set in cfg.extra_eval_sets:

@@ -513,6 +513,17 @@ def test_sft_persistent_share_plays_the_last_expert_chains_with_a_library_kept_a
         DemoConfig(sft_persistent_share=1.5)
 
 
+def test_the_expert_modes_played_at_once_give_the_pairs_played_in_turn(tmp_path):
+    def pairs(workers):
+        out = tmp_path / str(workers)
+        cfg = DemoConfig(output_dir=str(out), quick=True, workers=workers)
+        cfg.expert_chains, cfg.max_steps_per_task = 3, 30
+        return demo.expert_pairs(cfg, out)
+
+    in_turn = pairs(1)
+    assert pairs(2) == in_turn and all(expert_pairs_by_mode(in_turn))  # both modes, in the same order
+
+
 def expert_pairs_by_mode(pairs):
     """The skill mode's pairs (their prompts show a library or that none is defined yet) and the no-skill ones."""
     program = [p for p in pairs if "Program skills" in p["prompt"] or "(none yet" in p["prompt"]]
