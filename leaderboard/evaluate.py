@@ -288,7 +288,11 @@ def worker_pool(env_id: str, workers: int) -> Iterator[Executor]:
     context, spec = multiprocessing.get_context("spawn"), gym.spec(env_id)
     setup = (spec, max(1, (os.cpu_count() or 1) // workers), os.getpid())
     with ProcessPoolExecutor(workers, context, initializer=_init_worker, initargs=setup) as pool:
-        yield pool
+        try:
+            yield pool
+        except BaseException:  # an error or Ctrl-C: drop the queued work instead of waiting for all of it
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
 
 
 def read_episodes(path: Path, config_hash: str) -> dict[tuple[int, int], dict[str, Any]]:

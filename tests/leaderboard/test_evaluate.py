@@ -174,6 +174,21 @@ def test_one_worker_pool_plays_each_config_with_its_own_agent(tmp_path):
         assert (pooled["tgc"], pooled["mean_steps"]) == (own["tgc"], own["mean_steps"])
 
 
+def _mark_and_wait(folder: str, index: int) -> None:
+    Path(folder, str(index)).touch()
+    time.sleep(1)
+
+
+def test_an_error_inside_a_worker_pool_drops_its_queued_work(tmp_path):
+    from leaderboard.evaluate import worker_pool
+
+    with pytest.raises(KeyboardInterrupt), worker_pool(TOY_ID, 2) as pool:
+        for index in range(12):
+            pool.submit(_mark_and_wait, str(tmp_path), index)
+        raise KeyboardInterrupt
+    assert len(list(tmp_path.iterdir())) < 12  # waiting for the queue would have run every job
+
+
 class BatchScriptedAgent:
     """The toy expert plan through ``act_batch``; checks that every slot keeps to one chain until it ends."""
 
