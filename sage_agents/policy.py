@@ -40,9 +40,10 @@ from sage_envs.domain import ENTITY_PATTERN
 
 ACTION_KINDS = ("command", "define", "call", "none")
 MAX_CONSTRAINED_TOKENS = 512
-MAX_MEMO_OPTIONS = 1 << 16  # option texts LLMPolicy.encode_option remembers (a few MB)
 """Token budget of a constrained turn: far above the longest action (a skill-definition template and its call,
 ~100 tokens); generation stops as soon as every row's action is complete."""
+MAX_MEMO_OPTIONS = 1 << 16
+"""Option texts :meth:`LLMPolicy.encode_option` remembers (a few MB) before it starts afresh."""
 _COMMAND_RE = re.compile(r"^[a-z0-9][a-z0-9 '/\-]*$")  # "/": the official ALFWorld games' "put X in/on Y"
 _CALL_RE = re.compile(r"^call\s+[A-Za-z_][\w-]*\s*\(.*\)\s*$")
 _DEF_RE = re.compile(r"^skill\s+[A-Za-z_][\w-]*\s*\(.*\)\s*:\s*$")

@@ -12,8 +12,9 @@ def share_cores(threads: int) -> None:
 
     Workers that each start one thread per core contend for them; ``OMP_NUM_THREADS`` set by the user is left alone.
     A spawned worker may have imported torch already (its parent's main module is imported first: a script that
-    imports torch at the top), after which the variable is not read again, so torch is told directly too: two
-    workers of 2 threads each on 2 cores played an evaluation ~3x slower than two of one thread each.
+    imports torch at the top), after which the variable is not read again, so torch is told directly too: with two
+    workers of 2 threads each on 2 cores, ``benchmarks/eval_speed.py --compare pool`` took 122-250 s per row, with
+    one thread each 27-38 s.
     """
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     if (torch := sys.modules.get("torch")) is not None:
