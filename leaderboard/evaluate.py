@@ -238,9 +238,10 @@ def _init_worker(spec: Any, threads: int, parent: int) -> None:
     """Set up a spawned worker: the parent's registration of the env id, its share of the cores, death with it.
 
     An id registered at run time (not by importing a package) would otherwise be unknown there. A worker that
-    outlived a killed evaluation played on for nothing beside the rerun (seen: two for ten minutes). A whole
-    evaluation submitted to a shared :func:`worker_pool` shows its progress as plain lines (rich's
-    ``TTY_COMPATIBLE=0``): a live display beside the parent's would overwrite it.
+    outlived a killed evaluation played on for nothing beside the rerun (seen: two for ten minutes), and one training
+    a demo arm would write its checkpoints beside the rerun resuming the same arm. A job run whole in a worker (an
+    evaluation, a demo arm) shows its progress as plain lines (rich's ``TTY_COMPATIBLE=0``): two live displays in one
+    terminal would overwrite each other.
     """
     if spec.id not in gym.registry:
         gym.registry[spec.id] = spec
@@ -277,11 +278,12 @@ def _play_in_worker(config: EvalConfig, todo: list[tuple[int, int]]) -> list[dic
 
 @contextlib.contextmanager
 def worker_pool(env_id: str, workers: int) -> Iterator[Executor]:
-    """Spawned evaluation workers that several :func:`evaluate` calls share (``evaluate(config, pool=pool)``).
+    """Spawned workers that several :func:`evaluate` calls share (``evaluate(config, pool=pool)``), or any jobs.
 
     A worker imports torch and transformers and loads its agent (~7 s on a 2-core CPU); evaluating many agents in a
-    row (the demo's stage 4) pays the imports once per worker instead of once per agent and worker. Each worker
-    gets its share of the cores and dies with this process. "spawn", not the default fork: a process that already
+    row (the demo's stage 4) pays the imports once per worker instead of once per agent and worker. The demo also
+    plays its expert chains and trains its RL arms in such a pool. Each worker gets its share of the cores and dies
+    with this process (:func:`_init_worker`). "spawn", not the default fork: a process that already
     ran torch (e.g. `sage demo` after training) has OpenMP threads, and a forked worker then hung in its first
     forward pass (seen with 2 workers).
     """

@@ -35,9 +35,8 @@ import contextlib
 import copy
 import dataclasses
 import json
-import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -489,7 +488,7 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     """Stage 1: SFT pairs from the expert with and without skills (cached in ``expert/pairs.jsonl``).
 
     The two modes' chains are independent (each its own seeds), so with ``cfg.workers > 1`` they are played at once
-    in spawned processes (:func:`demo_pool`); the pairs are the same either way.
+    in spawned processes (``leaderboard.evaluate.worker_pool``); the pairs are the same either way.
     """
     path = out / "expert" / "pairs.jsonl"
     if path.exists():
@@ -497,7 +496,9 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     modes = ("program", "none")
     workers = min(cfg.workers, len(modes))
     if workers > 1:
-        with demo_pool(workers) as pool:
+        from leaderboard.evaluate import worker_pool
+
+        with worker_pool(cfg.env_id, workers) as pool:
             per_mode = list(pool.map(expert_mode_pairs, [cfg] * len(modes), modes))
     else:
         per_mode = [expert_mode_pairs(cfg, skills) for skills in modes]
@@ -657,38 +658,11 @@ def train_arms(cfg: DemoConfig, out: Path, sft: Path) -> dict[str, Path]:
     runs, workers = arm_runs(cfg), rl_workers(cfg)
     if workers <= 1:
         return {label: train_arm(cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
-    with demo_pool(workers) as pool:
+    from leaderboard.evaluate import worker_pool
+
+    with worker_pool(cfg.env_id, workers) as pool:
         futures = {label: pool.submit(train_arm, cfg, out, arm, sft, seed) for label, (arm, seed) in runs.items()}
         return {label: future.result() for label, future in futures.items()}
-
-
-@contextlib.contextmanager
-def demo_pool(workers: int) -> Iterator[Any]:
-    """``workers`` spawned processes (:func:`_init_demo_worker`), each with its share of the cores.
-
-    Spawned, not forked: this process may already run OpenMP threads, and a forked worker then hangs.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, initializer=_init_demo_worker, initargs=(os.getpid(), threads)) as pool:
-        yield pool
-
-
-def _init_demo_worker(parent: int, threads: int) -> None:
-    """Set up a spawned demo worker: its share of the cores, plain progress lines, and death with the demo.
-
-    Progress goes out as plain lines (rich's ``TTY_COMPATIBLE=0``): two live displays in one terminal would
-    overwrite each other. A worker that outlived a killed demo would go on writing its arm's checkpoints while the
-    rerun resumes the same arm, so it dies with the demo (``sage_agents.workers.die_with_parent``).
-    """
-    from sage_agents.workers import die_with_parent, share_cores
-
-    share_cores(threads)
-    os.environ["TTY_COMPATIBLE"] = "0"
-    die_with_parent(parent)
 
 
 def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str, tuple[str, dict, dict]]:
