@@ -13,7 +13,9 @@ times faster than the first row; ``loss`` = TRL's mean training loss of the run 
 recomputing activations changes the speed, not the gradients, up to float rounding). ``--compare precision``:
 bf16 autocast vs fp32, checkpointing off (bf16 is emulated, and slow, on CPUs without bf16 kernels).
 ``--compare batch``: the demo's batch vs 4x it, the demo's precision, checkpointing off (then compare ``pairs/s``:
-a tiny model's step is mostly fixed cost; ``x`` is the ratio of pairs per second).
+a tiny model's step is mostly fixed cost; ``x`` is the ratio of pairs per second). ``--compare logits``: the loss
+from TRL's fused LM head (its ``SFTTrainer``) vs from the model's full logits (``FullLogitsSFTTrainer``, the default
+on a CPU): the same loss, up to float rounding.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def settings(compare: str, cfg: DemoConfig) -> dict[str, dict[str, bool | int | 
         return {f"batch {cfg.sft_batch_size}": {"bf16": cfg.sft_bf16, "gradient_checkpointing": False},
                 f"batch {4 * cfg.sft_batch_size}": {"bf16": cfg.sft_bf16, "gradient_checkpointing": False,
                                                     "batch_size": 4 * cfg.sft_batch_size}}  # fmt: skip
+    if compare == "logits":
+        return {"TRL's fused LM head": {"bf16": cfg.sft_bf16, "full_logits": False},
+                "full logits": {"bf16": cfg.sft_bf16, "full_logits": True}}  # fmt: skip
     if compare == "precision":
         return {"bf16 autocast": {"bf16": True, "gradient_checkpointing": False},
                 "fp32": {"bf16": False, "gradient_checkpointing": False}}  # fmt: skip
@@ -49,7 +54,7 @@ def main() -> None:
     parser.add_argument("--pairs", required=True, help="expert pairs.jsonl of a demo run (stage 1)")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps per run")
     parser.add_argument("--repeat", type=int, default=1, help="alternating rounds of both settings")
-    parser.add_argument("--compare", choices=("checkpointing", "precision", "batch"), default="checkpointing")
+    parser.add_argument("--compare", choices=("checkpointing", "precision", "batch", "logits"), default="checkpointing")
     args = parser.parse_args()
     cfg = DemoConfig()
     pairs = [json.loads(line) for line in open(args.pairs)]

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
+from trl import SFTTrainer
 
 from sage_agents.policy import ENTITY_PATTERN, LLMPolicy, argument_options, skill_signatures
 from sage_agents.reskill.assertions import action_key, key_pattern
@@ -419,6 +420,34 @@ class RichProgress(TrainerCallback):
         self.bar.stop()
 
 
+class FullLogitsSFTTrainer(SFTTrainer):
+    """TRL's ``SFTTrainer`` whose loss comes from the model's own LM head, over the full logits.
+
+    ``SFTTrainer`` computes its loss with a fused LM head that scores the positions in chunks without keeping the
+    (tokens x vocabulary) logits, and computes them again in the backward pass: the right trade for a large
+    vocabulary on an accelerator. A word-level tiny model's logits are small (a demo batch: 16 x ~180 tokens x 827
+    words, 9 MB), and on a CPU that second projection made each demo SFT step 1.18x slower
+    (``python benchmarks/sft_speed.py --compare logits``). The loss is the same (transformers' causal-LM loss,
+    averaged over the batch's labelled tokens as TRL averages it); TRL's ``entropy`` and ``mean_token_accuracy``
+    log entries, which its fused head computes, are not logged.
+    """
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """``Trainer.compute_loss``: the model's own loss from its labels (no KV cache in training)."""
+        return Trainer.compute_loss(self, model, {**inputs, "use_cache": False}, return_outputs, num_items_in_batch)
+
+
+def full_logits_fit(batch_size: int, max_length: int | None, vocab_size: int, budget_bytes: int = 2**28) -> bool:
+    """Whether :class:`FullLogitsSFTTrainer` is the faster choice: training on a CPU, and small logits.
+
+    Small: a batch's fp32 logits (``batch_size x max_length x vocab_size``) within ``budget_bytes`` (256 MiB).
+    """
+    import torch
+
+    tokens = batch_size * (max_length or 2048)
+    return not torch.cuda.is_available() and tokens * vocab_size * 4 <= budget_bytes
+
+
 def runs_bf16_natively() -> bool:
     """Whether bf16 autocast runs on bf16 kernels here: a CUDA GPU with bf16, or a CPU with oneDNN's (AVX-512, AMX).
 
@@ -450,6 +479,7 @@ def sft_warm_start(
     group_by_length: bool = True,
     completion_only: bool = True,
     gradient_checkpointing: bool = False,
+    full_logits: bool | None = None,
     progress: bool = True,
 ) -> dict[str, float]:
     """Supervised fine-tuning of ``model`` on ``pairs`` with TRL's ``SFTTrainer`` (completion-only loss).
@@ -475,6 +505,8 @@ def sft_warm_start(
         gradient_checkpointing: recompute activations in the backward pass to save memory. TRL's ``SFTConfig``
             turns it on by default (for large models on GPUs); a tiny model on a CPU only pays for the recompute
             (``benchmarks/sft_speed.py``).
+        full_logits: compute the loss from the model's full logits (:class:`FullLogitsSFTTrainer`) instead of
+            TRL's fused LM head; None: where :func:`full_logits_fit` (a CPU, small logits).
         progress: show a progress bar with the loss instead of printing every ``logging_steps`` log line (plain
             progress lines when stdout is not a terminal: :class:`RichProgress`).
 
@@ -485,7 +517,7 @@ def sft_warm_start(
     from accelerate.state import AcceleratorState
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     # transformers 5 renamed `gradient_checkpointing` to `activation_checkpointing` (the old name warns until v6).
     fields = {field.name for field in dataclasses.fields(SFTConfig)}
@@ -512,8 +544,10 @@ def sft_warm_start(
     )
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "right"  # training pads on the right; generation (LLMPolicy) on the left
+    if full_logits is None:
+        full_logits = full_logits_fit(batch_size, max_length, model.get_output_embeddings().weight.shape[0])
     try:
-        trainer = SFTTrainer(
+        trainer = (FullLogitsSFTTrainer if full_logits else SFTTrainer)(
             model=model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tokenizer
         )
         if progress:

@@ -1,3 +1,4 @@
+import copy
 import dataclasses
 
 import pytest
@@ -5,7 +6,7 @@ import torch
 
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import rollout_chains, rollout_stats
-from sage_agents.sft import PlanExpert, collect_expert_pairs, reweight_pairs, sft_warm_start
+from sage_agents.sft import PlanExpert, collect_expert_pairs, full_logits_fit, reweight_pairs, sft_warm_start
 from tests.sage_agents.fake_env import FETCH_SKILL, FakeChainEnv, SkillExpert
 
 
@@ -88,6 +89,30 @@ def test_sft_then_constrained_policy_defines_and_reuses_skills(tiny_copy, tmp_pa
     # the box is not observable before acting, so success is partial; the skill behaviour is learned
     assert stats["env/task_success"] >= 0.5 and stats["env/skills_created"] >= 1.0
     assert stats["env/skill_reuse_rate"] >= 0.8
+
+
+@pytest.mark.parametrize("completion_only", [True, False])
+def test_sft_on_full_logits_trains_the_model_trl_fused_head_trains(tiny, tmp_path, completion_only):
+    """The same steps with TRL's fused LM head and with the model's full logits give the same loss and weights."""
+    model, tok = tiny
+    pairs = collect_expert_pairs(FakeChainEnv(expert_plan=True, num_chains=2), SkillExpert(), LLMPolicy(model, tok))
+    trained, losses = [], []
+    for full_logits in (False, True):
+        trained.append(copy.deepcopy(model))
+        metrics = sft_warm_start(trained[-1], tok, pairs, output_dir=str(tmp_path), max_steps=3, lr=1e-3, batch_size=4,
+                                 completion_only=completion_only, full_logits=full_logits, progress=False)  # fmt: skip
+        losses.append(metrics["train_loss"])
+    fused, full = (list(m.parameters()) for m in trained)
+    assert max((a - b).abs().max() for a, b in zip(fused, model.parameters(), strict=True)) > 1e-3  # it trained
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(fused, full, strict=True))
+
+
+def test_full_logits_are_chosen_on_a_cpu_for_small_logits_only(monkeypatch):
+    assert full_logits_fit(16, 1024, 827)  # the demo's tiny model: 54 MB of logits per batch at most
+    assert not full_logits_fit(16, 1024, 151_936)  # a Qwen vocabulary: 10 GB
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert not full_logits_fit(16, 1024, 827)  # on a GPU TRL's fused head
 
 
 def test_bf16_sft_does_not_leak_autocast_into_the_rl_trainer(tiny_copy, tmp_path):
