@@ -545,7 +545,8 @@ def sft_warm_start(
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "right"  # training pads on the right; generation (LLMPolicy) on the left
     if full_logits is None:
-        full_logits = full_logits_fit(batch_size, max_length, model.get_output_embeddings().weight.shape[0])
+        head = model.get_output_embeddings()  # None on a model without an LM head: TRL's own handling
+        full_logits = head is not None and full_logits_fit(batch_size, max_length, head.weight.shape[0])
     try:
         trainer = (FullLogitsSFTTrainer if full_logits else SFTTrainer)(
             model=model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tokenizer
