@@ -426,7 +426,7 @@ class FullLogitsSFTTrainer(SFTTrainer):
     ``SFTTrainer`` computes its loss with a fused LM head that scores the positions in chunks without keeping the
     (tokens x vocabulary) logits, and computes them again in the backward pass: the right trade for a large
     vocabulary on an accelerator. A word-level tiny model's logits are small (a demo batch: 16 x ~180 tokens x 827
-    words, 9 MB), and on a CPU that second projection made each demo SFT step 1.18x slower
+    words, 9 MB), and on a CPU that second projection made each demo SFT step 1.20x slower
     (``python benchmarks/sft_speed.py --compare logits``). The loss is the same (transformers' causal-LM loss,
     averaged over the batch's labelled tokens as TRL averages it); TRL's ``entropy`` and ``mean_token_accuracy``
     log entries, which its fused head computes, are not logged.
@@ -440,7 +440,8 @@ class FullLogitsSFTTrainer(SFTTrainer):
 def full_logits_fit(batch_size: int, max_length: int | None, vocab_size: int, budget_bytes: int = 2**28) -> bool:
     """Whether :class:`FullLogitsSFTTrainer` is the faster choice: training on a CPU, and small logits.
 
-    Small: a batch's fp32 logits (``batch_size x max_length x vocab_size``) within ``budget_bytes`` (256 MiB).
+    Small: a batch's fp32 logits (``batch_size x max_length x vocab_size``, no ``max_length`` counted as 2048)
+    within ``budget_bytes`` (256 MiB).
     """
     import torch
 
