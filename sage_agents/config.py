@@ -63,6 +63,10 @@ class TrainConfig:
     """Groups (distinct chains) per optimisation step and process."""
     scale_std: bool = False
     """Divide advantages by the group std (GRPO); SAGE uses reward minus group mean only."""
+    step_advantage_weight: float = 0.0
+    """GiGPO's omega: weight of the step-level advantage (turns in one state compared; algos/gigpo.py); 0 = off."""
+    step_discount: float = 0.95
+    """GiGPO's gamma: discount of a task's reward back over its turns, for the step-level advantage only."""
     loss_type: str = "grpo"
     """``grpo`` (sequence mean, then mean), ``dr_grpo`` (sum / L_max) or ``dapo`` (batch token mean)."""
     sequence_unit: str = "trajectory"
@@ -279,6 +283,10 @@ class TrainConfig:
             fail("top_p", "must be in (0, 1]", "use 1.0 to switch nucleus sampling off")
         if self.no_action_penalty is not None and self.no_action_penalty > 0:
             fail("no_action_penalty", "a penalty must be <= 0", "use -1.0 (SAGE) or None to switch it off")
+        if self.step_advantage_weight < 0:
+            fail("step_advantage_weight", "must be >= 0", "use 0 (off) or 1 (GiGPO's omega)")
+        if not 0 < self.step_discount <= 1:
+            fail("step_discount", "must be in (0, 1]", "use 0.95 (GiGPO's gamma)")
         if self.dr_grpo_max_len is not None and self.dr_grpo_max_len < 1:
             fail("dr_grpo_max_len", "must be None or a positive integer", "use None (longest sequence)")
         if not set(self.report_to) <= set(REPORTERS):
@@ -315,7 +323,7 @@ class TrainConfig:
             if self.trl_args:
                 fail("trl_args", "only applies to backend='trl'", "set backend='trl' or drop trl_args")
             return
-        for name, off in (("eval_every", 0), ("resume", False), ("lora_r", 0)):
+        for name, off in (("eval_every", 0), ("resume", False), ("lora_r", 0), ("step_advantage_weight", 0.0)):
             if getattr(self, name) != off:
                 fail(name, "is not supported by backend='trl' yet", f"set {name}={off!r} or use backend='native'")
         for name, off, trl_name in (

@@ -8,7 +8,8 @@ turns into one sequence (the measured difference is in docs/agents.md, "TRL back
 the warm start (:mod:`sage_agents.sft`).
 
 Loop per step: (1) pick ``chains_per_step`` chains, (2) play each G times (sequential rollout), (3) rewards
-(skill-integrated or outcome) and per-position advantages, (4) ``ppo_epochs`` passes of clipped policy
+(skill-integrated or outcome) and per-position advantages, plus GiGPO's step-level one when
+``step_advantage_weight`` > 0 (:mod:`sage_agents.algos.gigpo`), (4) ``ppo_epochs`` passes of clipped policy
 gradient over every policy token with gradient accumulation, (5) log ``env/``, ``losses/``, ``charts/``
 metrics, (6) checkpoint atomically. ``accelerate launch`` runs it data-parallel (each process plays its own
 chains). ``algo="reskill"`` adds ReSkill (:mod:`sage_agents.reskill`): step (2) gives each rollout slot a library
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sage_agents.algos.gigpo import step_advantages, task_returns
 from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.checkpoints import latest_checkpoint
@@ -269,6 +271,7 @@ class Trainer:
             adv = position_advantages(rewards, valid, scale_std=cfg.scale_std)  # (G, L)
             rewards_all.append(rewards[valid])
             adv_all.append(adv[valid])
+            step_adv = self.step_advantages(chunk, rewards)  # (g, turn_i) -> omega * A^S
             for g, ro in enumerate(chunk):
                 for turn_i, turn in enumerate(ro.turns):
                     if not any(trained_tokens(turn.completion_ids, turn.allowed)):
@@ -281,7 +284,7 @@ class Trainer:
                             "completion_ids": turn.completion_ids,
                             "old_logp": turn.logprobs,
                             "allowed": turn.allowed,
-                            "adv": float(adv[g, k]),
+                            "adv": float(adv[g, k]) + step_adv.get((g, turn_i), 0.0),
                             "seq": seq,
                         }
                     )
@@ -291,6 +294,27 @@ class Trainer:
             "losses/advantage_abs_mean": float(adv_flat.abs().mean()) if len(adv_flat) else 0.0,
         }
         return rows, stats
+
+    def step_advantages(self, group: Sequence[ChainRollout], rewards: torch.Tensor) -> dict[tuple[int, int], float]:
+        """GiGPO's weighted step-level advantage ``omega * A^S`` of each turn ``(rollout g, turn i)`` of one group.
+
+        Every turn of the group takes part in the step groups, forced ones too (they acted in a state); a task's
+        reward ``rewards[g, k]`` arrives at its last turn (:mod:`sage_agents.algos.gigpo`). Empty when off.
+        """
+        cfg = self.config
+        if not cfg.step_advantage_weight:
+            return {}
+        ids, returns, anchors = [], [], []
+        for g, ro in enumerate(group):
+            by_task: dict[int, list[int]] = {}
+            for turn_i, turn in enumerate(ro.turns):
+                by_task.setdefault(turn.task_index, []).append(turn_i)
+            for k, turn_ids in by_task.items():
+                ids += [(g, turn_i) for turn_i in turn_ids]
+                returns += task_returns(len(turn_ids), float(rewards[g, k]), cfg.step_discount)
+                anchors += [(k, tuple(ro.turns[turn_i].prompt_ids)) for turn_i in turn_ids]
+        adv = step_advantages(returns, anchors, scale_std=cfg.scale_std)  # (N,)
+        return {i: cfg.step_advantage_weight * float(a) for i, a in zip(ids, adv, strict=True)}
 
     def loss_weights(self, rows: list[dict[str, Any]]) -> torch.Tensor:
         """(N,) per-row token weights of the configured loss variant, over the whole batch of every process.

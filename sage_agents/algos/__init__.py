@@ -1,5 +1,9 @@
-"""Algorithms as pure functions: GRPO losses and advantages (:mod:`.grpo`), SAGE rewards (:mod:`.sage`)."""
+"""Algorithms as pure functions.
 
+GRPO losses and advantages (:mod:`.grpo`), SAGE rewards (:mod:`.sage`), GiGPO's step-level advantage (:mod:`.gigpo`).
+"""
+
+from sage_agents.algos.gigpo import step_advantages, task_returns
 from sage_agents.algos.grpo import (
     LOSS_TYPES,
     BatchCounts,
@@ -34,4 +38,6 @@ __all__ = [
     "position_advantages",
     "row_weights",
     "skill_integrated_rewards",
+    "step_advantages",
+    "task_returns",
 ]
