@@ -95,9 +95,7 @@ def rollout(turns, success):
 
 def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advantage(tiny, tmp_path):
     gamma, omega = 0.5, 2.0
-    trainer = make_trainer(
-        tiny, tmp_path, algo="grpo", group_size=2, step_advantage_weight=omega, step_discount=gamma
-    )
+    trainer = make_trainer(tiny, tmp_path, algo="grpo", group_size=2, step_advantage_weight=omega, step_discount=gamma)
     # Both rollouts start task 0 in the same state (prompt [1, 2]); the first wins in 2 turns, the second fails
     # in 3. Task 1 is won by both, from different states (no step comparison there).
     fast = rollout([turn(0, [1, 2], [5]), turn(0, [1, 3], [6], 1.0), turn(1, [7], [8], 1.0)], [True, True])
