@@ -425,3 +425,24 @@ def test_persistent_sft_compares_both_library_scopes_for_each_share(tmp_path, mo
     assert assert_intervals_hold(out) == 2 * 4  # kept vs per-chain for each share, share 1 vs 0 in each scope
     saved = json.loads((tmp_path / "share-1" / "demo_config.json").read_text())
     assert saved["sft_persistent_share"] == 1.0 and saved["expert_chains"] == 2
+
+
+def test_rl_vs_sft_evaluates_each_runs_newest_checkpoint_against_the_sft_model(toy_demo, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    runs = []
+    for name in ("plain", "stepwise"):  # two "RL runs" whose newest checkpoint is the SFT model itself
+        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
+        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
+        (checkpoint.parent / "latest").write_text(checkpoint.name)
+        runs.append(str(tmp_path / name))
+    argv = [str(toy_demo), *runs, "--eval-chains", "2", "--workers", "1", "--output", str(tmp_path / "eval")]
+    out = run_main("rl_vs_sft", argv, monkeypatch, capsys)
+    figures = re.findall(rf"^(sft|plain|stepwise)(?: \((\S+)\))?: TGC ({NUMBER}), SGC ({NUMBER}), ", out, re.MULTILINE)
+    assert [f[0] for f in figures] == ["sft", "plain", "stepwise"]
+    assert figures[1][1].endswith("plain/checkpoints/step_0000002") and len({f[2:] for f in figures}) == 1
+    # the same weights on the same chains: every paired difference is exactly 0
+    zero = "tgc +0.0 [+0.0, +0.0], sgc +0.0 [+0.0, +0.0], steps +0.0% [+0.0, +0.0], tokens +0.0% [+0.0, +0.0]"
+    assert f"plain vs sft: {zero}" in out and f"stepwise vs sft: {zero}" in out and f"stepwise vs plain: {zero}" in out
+    assert assert_intervals_hold(out) == 12
+    assert len(list((tmp_path / "eval" / "results").glob("*.episodes.jsonl"))) == 3

@@ -1,0 +1,74 @@
+"""RL runs against their SFT start on the demo's evaluation chains, with paired 95% intervals.
+
+    python examples/rl_vs_sft.py runs/demo runs/curve-grpo runs/curve-gigpo --arm grpo --output runs/rl-vs-sft
+
+Each run is an RL training folder started from the demo's SFT model (``examples/learning_curve.py --output RUN``,
+or a demo arm's ``runs/demo/<arm>``); its newest checkpoint plays as the demo's ``--arm`` entry would (the
+demo's decoding, skills mode and seeds; sage_app/demo.py ``agent_entries``), and so does the SFT model, on the first
+``--eval-chains`` chains of the demo's evaluation split, through the leaderboard evaluator (resumable: a finished
+evaluation is read back). Prints each agent's TGC, SGC, steps and generated tokens per task, then each run against
+the SFT model and against the first run, chain by chain (paired bootstrap over chains; the interval is that of these
+two fixed models on these chains, not of the training's randomness).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from leaderboard.evaluate import evaluate
+from sage_agents.checkpoints import latest_checkpoint
+from sage_app.demo import ARMS, DemoConfig, agent_entries, entry_eval_config, logged_episodes, paired_ci
+
+
+def differences(a: dict, b: dict) -> dict:
+    """TGC and SGC points, relative steps and tokens per task (%), of ``a`` vs ``b`` (summaries or resamples)."""
+    return {"tgc": 100 * (a["tgc"] - b["tgc"]), "sgc": 100 * (a["sgc"] - b["sgc"]),
+            "steps": 100 * (a["mean_steps"] / b["mean_steps"] - 1),
+            "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)}  # fmt: skip
+
+
+def compare(first: tuple[dict, dict], second: tuple[dict, dict]) -> str:
+    """:func:`differences` of ``first`` vs ``second`` (each a summary and its episode log) with paired intervals."""
+    point, ci = differences(first[0], second[0]), paired_ci(first[1], second[1], differences)
+    units = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%"}
+    return ", ".join(f"{k} {point[k]:+.1f}{u} [{ci[k][0]:+.1f}, {ci[k][1]:+.1f}]" for k, u in units.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("demo_dir", help="the demo whose SFT model the runs started from")
+    parser.add_argument("runs", nargs="+", help="RL training folders (their newest checkpoint is evaluated)")
+    parser.add_argument("--arm", choices=ARMS, default="grpo", help="how the runs' checkpoints play (as that arm)")
+    parser.add_argument("--eval-chains", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=None, help="evaluation processes (default: the demo's)")
+    parser.add_argument("--output", default="runs/rl-vs-sft", help="the evaluations are logged in OUTPUT/results")
+    args = parser.parse_args()
+
+    demo, out = Path(args.demo_dir), Path(args.output)
+    cfg = DemoConfig.load(demo / "demo_config.json")
+    checkpoints = {}
+    for run in map(Path, args.runs):
+        checkpoint = latest_checkpoint(run / "checkpoints")
+        if checkpoint is None:
+            parser.error(f"{run} has no checkpoint under {run / 'checkpoints'}")
+        checkpoints[run.name] = checkpoint
+    results = {}  # label -> (summary, episode log)
+    for label in ["sft", *checkpoints]:
+        arms = {} if label == "sft" else {args.arm: checkpoints[label]}
+        entry = agent_entries(cfg, demo / "sft" / "model", arms)["sft" if label == "sft" else args.arm]
+        split, chains = cfg.eval_split, args.eval_chains
+        summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
+        results[label] = summary, logged_episodes(out, summary)
+        where = "" if label == "sft" else f" ({checkpoints[label]})"
+        print(f"{label}{where}: TGC {100 * summary['tgc']:.1f}, SGC {100 * summary['sgc']:.1f}, steps/task "
+              f"{summary['mean_steps']:.1f}, tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
+    first = next(iter(checkpoints))
+    for label in checkpoints:
+        print(f"{label} vs sft: {compare(results[label], results['sft'])}")
+        if label != first:
+            print(f"{label} vs {first}: {compare(results[label], results[first])}")
+
+
+if __name__ == "__main__":
+    main()
