@@ -33,6 +33,7 @@ import random
 import shutil
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -262,7 +263,7 @@ class Trainer:
     def build_rows(self, rollouts: Sequence[ChainRollout]) -> tuple[list[dict[str, Any]], dict[str, float]]:
         """Rewards and per-position advantages for each group, then one row per policy turn."""
         cfg, group = self.config, self.config.group_size
-        rows, rewards_all, adv_all = [], [], []
+        rows, rewards_all, adv_all, step_all, grouped = [], [], [], [], 0
         for start in range(0, len(rollouts), group):
             chunk = rollouts[start : start + group]
             rewards, valid = group_rewards(
@@ -271,7 +272,9 @@ class Trainer:
             adv = position_advantages(rewards, valid, scale_std=cfg.scale_std)  # (G, L)
             rewards_all.append(rewards[valid])
             adv_all.append(adv[valid])
-            step_adv = self.step_advantages(chunk, rewards)  # (g, turn_i) -> omega * A^S
+            step_adv, shared = self.step_advantages(chunk, rewards)  # (g, turn_i) -> omega * A^S
+            step_all += step_adv.values()
+            grouped += shared
             for g, ro in enumerate(chunk):
                 for turn_i, turn in enumerate(ro.turns):
                     if not any(trained_tokens(turn.completion_ids, turn.allowed)):
@@ -293,17 +296,23 @@ class Trainer:
             "env/reward_mean": float(rewards_flat.mean()) if len(rewards_flat) else 0.0,
             "losses/advantage_abs_mean": float(adv_flat.abs().mean()) if len(adv_flat) else 0.0,
         }
+        if cfg.step_advantage_weight:
+            stats["losses/step_advantage_abs_mean"] = sum(map(abs, step_all)) / max(1, len(step_all))
+            stats["losses/step_grouped_share"] = grouped / max(1, len(step_all))
         return rows, stats
 
-    def step_advantages(self, group: Sequence[ChainRollout], rewards: torch.Tensor) -> dict[tuple[int, int], float]:
+    def step_advantages(
+        self, group: Sequence[ChainRollout], rewards: torch.Tensor
+    ) -> tuple[dict[tuple[int, int], float], int]:
         """GiGPO's weighted step-level advantage ``omega * A^S`` of each turn ``(rollout g, turn i)`` of one group.
 
         Every turn of the group takes part in the step groups, forced ones too (they acted in a state); a task's
-        reward ``rewards[g, k]`` arrives at its last turn (:mod:`sage_agents.algos.gigpo`). Empty when off.
+        reward ``rewards[g, k]`` arrives at its last turn (:mod:`sage_agents.algos.gigpo`). Also returns how many
+        turns share their anchor state with another turn (the others get no step term). ``({}, 0)`` when off.
         """
         cfg = self.config
         if not cfg.step_advantage_weight:
-            return {}
+            return {}, 0
         ids, returns, anchors = [], [], []
         for g, ro in enumerate(group):
             by_task: dict[int, list[int]] = {}
@@ -314,7 +323,9 @@ class Trainer:
                 returns += task_returns(len(turn_ids), float(rewards[g, k]), cfg.step_discount)
                 anchors += [(k, tuple(ro.turns[turn_i].prompt_ids)) for turn_i in turn_ids]
         adv = step_advantages(returns, anchors, scale_std=cfg.scale_std)  # (N,)
-        return {i: cfg.step_advantage_weight * float(a) for i, a in zip(ids, adv, strict=True)}
+        visits = Counter(anchors)
+        shared = sum(visits[a] > 1 for a in anchors)
+        return {i: cfg.step_advantage_weight * float(a) for i, a in zip(ids, adv, strict=True)}, shared
 
     def loss_weights(self, rows: list[dict[str, Any]]) -> torch.Tensor:
         """(N,) per-row token weights of the configured loss variant, over the whole batch of every process.

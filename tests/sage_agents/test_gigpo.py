@@ -102,14 +102,17 @@ def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advan
     slow = rollout(
         [turn(0, [1, 2], [9]), turn(0, [1, 4], [5]), turn(0, [1, 5], [6]), turn(1, [7, 1], [8], 1.0)], [False, True]
     )
-    rows, _ = trainer.build_rows([fast, slow])
+    rows, stats = trainer.build_rows([fast, slow])
+    assert stats["losses/step_grouped_share"] == 2 / 7  # the two first turns; every other state is visited once
+    assert stats["losses/step_advantage_abs_mean"] == pytest.approx(omega * gamma / 7)
     adv = [row["adv"] for row in rows]
     episode = [0.5, 0.5, 0.0, -0.5, -0.5, -0.5, 0.0]  # R - mean per position: task 0 (1 vs 0), task 1 (1 vs 1)
     step = [gamma / 2, 0, 0, -gamma / 2, 0, 0, 0]  # only the shared first state: returns gamma^1 * 1 vs 0
     assert adv == pytest.approx([e + omega * s for e, s in zip(episode, step, strict=True)])
     trainer.close()
     plain = make_trainer(tiny, tmp_path / "plain", algo="grpo", group_size=2)
-    assert [row["adv"] for row in plain.build_rows([fast, slow])[0]] == pytest.approx(episode)
+    rows, stats = plain.build_rows([fast, slow])
+    assert [row["adv"] for row in rows] == pytest.approx(episode) and "losses/step_grouped_share" not in stats
     plain.close()
 
 

@@ -225,7 +225,7 @@ def test_every_metric_is_documented(tiny, tmp_path):
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
-    metrics = make_trainer(tiny, tmp_path, total_steps=1, beta=0.1).train()[0]
+    metrics = make_trainer(tiny, tmp_path, total_steps=1, beta=0.1, step_advantage_weight=1.0).train()[0]
     for key in metrics:
         assert re.sub(r"pos\d+$", "pos{k}", key) in docs, key
     for field in TrainConfig.__dataclass_fields__:
