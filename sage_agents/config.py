@@ -17,6 +17,7 @@ RESKILL_DISCOUNTS = ("eb", "none", "last_step")
 RESKILL_CREATORS = ("rule", "llm")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 SEQUENCE_UNITS = ("trajectory", "turn")
+STEP_ANCHORS = ("observation", "prompt")
 REWARD_MODES = ("skill", "outcome")
 REPORTERS = ("jsonl", "tensorboard")
 BACKENDS = ("native", "trl")
@@ -65,6 +66,8 @@ class TrainConfig:
     """Divide advantages by the group std (GRPO); SAGE uses reward minus group mean only."""
     step_advantage_weight: float = 0.0
     """GiGPO's omega: weight of the step-level advantage (turns in one state compared; algos/gigpo.py); 0 = off."""
+    step_anchor: str = "observation"
+    """What makes turns one state for the step level: ``observation`` (the text acted on; GiGPO's) or ``prompt``."""
     step_discount: float = 0.95
     """GiGPO's gamma: discount of a task's reward back over its turns, for the step-level advantage only."""
     loss_type: str = "grpo"
@@ -234,6 +237,7 @@ class TrainConfig:
             "algo": ALGOS,
             "loss_type": LOSS_TYPES,
             "sequence_unit": SEQUENCE_UNITS,
+            "step_anchor": STEP_ANCHORS,
             "backend": BACKENDS,
             "dtype": DTYPES,
             "mixed_precision": MIXED_PRECISIONS,

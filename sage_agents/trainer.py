@@ -321,7 +321,10 @@ class Trainer:
             for k, turn_ids in by_task.items():
                 ids += [(g, turn_i) for turn_i in turn_ids]
                 returns += task_returns(len(turn_ids), float(rewards[g, k]), cfg.step_discount)
-                anchors += [(k, tuple(ro.turns[turn_i].prompt_ids)) for turn_i in turn_ids]
+                if cfg.step_anchor == "prompt":
+                    anchors += [(k, tuple(ro.turns[turn_i].prompt_ids)) for turn_i in turn_ids]
+                else:  # the observation a turn acted on: its predecessor's; a task's first turns share its start
+                    anchors += [(k, None), *((k, ro.turns[turn_i].observation) for turn_i in turn_ids[:-1])]
         adv = step_advantages(returns, anchors, scale_std=cfg.scale_std)  # (N,)
         visits = Counter(anchors)
         shared = sum(visits[a] > 1 for a in anchors)

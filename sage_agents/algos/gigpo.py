@@ -13,16 +13,19 @@ with ``F_norm`` the step group's std or 1 (here: :attr:`TrainConfig.scale_std`, 
 A turn alone in its state gets ``A^S = 0``. The paper reports ALFWorld 72.8 -> 86.7 over GRPO at 1.5B
 (REFERENCE.md, "Other anchors").
 
-Two choices of this implementation, each because of how our rollouts are made:
+What an anchor state is (``TrainConfig.step_anchor``), given by the caller as one hashable key per turn:
 
-* **The anchor state is the prompt the policy saw** (its chain position and token ids: task, history window,
-  skills shown, observation, admissible commands), where the paper matches the environment's observation. Turns
-  with one prompt are one decision for the policy, so their returns differ only by what it did from there: a
-  baseline that depends on the state only. A prompt is at least as fine as its observation and does not alias a
-  reply such as "Nothing happens." across unrelated states.
-* **A task's reward arrives at its last turn**: the per-turn reward is the position's reward ``R_k`` (SAGE's
-  skill-integrated one, or the outcome) at the task's last turn and 0 before, so ``R_t = gamma^(T-1-t) R_k`` for
-  a task of T turns. Of two turns in one state, the one whose path finished the task sooner gets more credit.
+* ``observation`` (the paper's): the chain position and the environment's text the turn acted on (a task's first
+  turns share its start). States reached by different paths match, as loops and revisits do; states the text
+  does not tell apart (what the agent holds, "Nothing happens.") are merged.
+* ``prompt``: the chain position and the prompt tokens the policy saw (task, history window, earlier actions,
+  skills, observation, admissible commands). Turns with one prompt are one decision for the policy, so nothing is
+  merged; with the task's earlier actions in the prompt it matches only turns with one history, mostly a group's
+  first turns (measured on the demo's ALFWorld groups: 15-25% of turns shared their prompt with another).
+
+A task's reward arrives at its last turn: the per-turn reward is the position's reward ``R_k`` (SAGE's
+skill-integrated one, or the outcome) at the task's last turn and 0 before, so ``R_t = gamma^(T-1-t) R_k`` for a
+task of T turns. Of two turns in one state, the one whose path finished the task sooner gets more credit.
 """
 
 from __future__ import annotations

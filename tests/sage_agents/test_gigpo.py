@@ -56,6 +56,7 @@ def test_step_advantages_sum_to_zero_in_every_state_and_ignore_other_states(turn
     [
         ({"step_advantage_weight": -1.0}, ["step_advantage_weight=-1.0", ">= 0", "use 0"]),
         ({"step_discount": 0.0}, ["step_discount=0.0", "(0, 1]", "0.95"]),
+        ({"step_anchor": "state"}, ["step_anchor='state'", "one of", "observation"]),
         ({"backend": "trl", "step_advantage_weight": 1.0}, ["step_advantage_weight=1.0", "backend='trl'"]),
     ],
 )
@@ -72,7 +73,7 @@ def make_trainer(tiny, tmp_path, env_fn=None, **overrides):
     return Trainer(cfg, model=copy.deepcopy(model), tokenizer=tokenizer, env_fn=env_fn or (lambda: FakeChainEnv()))
 
 
-def turn(k, prompt, completion, reward=0.0):
+def turn(k, prompt, completion, observation, reward=0.0):
     return Turn(
         task_index=k,
         prompt_ids=list(prompt),
@@ -84,6 +85,7 @@ def turn(k, prompt, completion, reward=0.0):
         valid=True,
         reward=reward,
         primitive_steps=1,
+        observation=observation,
     )
 
 
@@ -93,26 +95,56 @@ def rollout(turns, success):
     return ro
 
 
-def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advantage(tiny, tmp_path):
-    gamma, omega = 0.5, 2.0
-    trainer = make_trainer(tiny, tmp_path, algo="grpo", group_size=2, step_advantage_weight=omega, step_discount=gamma)
-    # Both rollouts start task 0 in the same state (prompt [1, 2]); the first wins in 2 turns, the second fails
-    # in 3. Task 1 is won by both, from different states (no step comparison there).
-    fast = rollout([turn(0, [1, 2], [5]), turn(0, [1, 3], [6], 1.0), turn(1, [7], [8], 1.0)], [True, True])
-    slow = rollout(
-        [turn(0, [1, 2], [9]), turn(0, [1, 4], [5]), turn(0, [1, 5], [6]), turn(1, [7, 1], [8], 1.0)], [False, True]
+GAMMA, OMEGA = 0.5, 2.0
+# Task 0: both rollouts start in one state; the first reaches the drawer and wins there (2 turns), the second
+# looks at a shelf, reaches the drawer (by another path: another prompt, the same observation) and fails there
+# (3 turns). Task 1: both win in one turn, from its start (other prompts: the library differs).
+FAST = rollout(
+    [
+        turn(0, [1, 2], [5], "You arrive at drawer 1."),
+        turn(0, [1, 3], [6], "You take the pen.", 1.0),
+        turn(1, [7], [8], "You put the pen.", 1.0),
+    ],
+    [True, True],
+)
+SLOW = rollout(
+    [
+        turn(0, [1, 2], [9], "You see a shelf."),
+        turn(0, [1, 4], [5], "You arrive at drawer 1."),
+        turn(0, [1, 5], [6], "Nothing happens."),
+        turn(1, [7, 1], [8], "You put the pen.", 1.0),
+    ],
+    [False, True],
+)
+EPISODE = [0.5, 0.5, 0.0, -0.5, -0.5, -0.5, 0.0]  # R - mean per position: task 0 (1 vs 0), task 1 (1 vs 1)
+
+
+@pytest.mark.parametrize(
+    "anchor, step, grouped",
+    [
+        # only the shared first prompt: returns gamma^1 * 1 vs 0
+        ("prompt", [GAMMA / 2, 0, 0, -GAMMA / 2, 0, 0, 0], 2),
+        # also "at the drawer" (1 vs 0) and task 1's start (1 vs 1: no difference)
+        ("observation", [GAMMA / 2, 1 / 2, 0, -GAMMA / 2, 0, -1 / 2, 0], 6),
+    ],
+)
+def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advantage(
+    tiny, tmp_path, anchor, step, grouped
+):
+    trainer = make_trainer(
+        tiny, tmp_path, algo="grpo", group_size=2, step_advantage_weight=OMEGA, step_discount=GAMMA, step_anchor=anchor
     )
-    rows, stats = trainer.build_rows([fast, slow])
-    assert stats["losses/step_grouped_share"] == 2 / 7  # the two first turns; every other state is visited once
-    assert stats["losses/step_advantage_abs_mean"] == pytest.approx(omega * gamma / 7)
-    adv = [row["adv"] for row in rows]
-    episode = [0.5, 0.5, 0.0, -0.5, -0.5, -0.5, 0.0]  # R - mean per position: task 0 (1 vs 0), task 1 (1 vs 1)
-    step = [gamma / 2, 0, 0, -gamma / 2, 0, 0, 0]  # only the shared first state: returns gamma^1 * 1 vs 0
-    assert adv == pytest.approx([e + omega * s for e, s in zip(episode, step, strict=True)])
+    rows, stats = trainer.build_rows([FAST, SLOW])
+    assert [row["adv"] for row in rows] == pytest.approx([e + OMEGA * s for e, s in zip(EPISODE, step, strict=True)])
+    assert stats["losses/step_grouped_share"] == grouped / 7
+    assert stats["losses/step_advantage_abs_mean"] == pytest.approx(OMEGA * sum(map(abs, step)) / 7)
     trainer.close()
-    plain = make_trainer(tiny, tmp_path / "plain", algo="grpo", group_size=2)
-    rows, stats = plain.build_rows([fast, slow])
-    assert [row["adv"] for row in rows] == pytest.approx(episode) and "losses/step_grouped_share" not in stats
+
+
+def test_without_the_step_level_each_turn_gets_its_episode_advantage(tiny, tmp_path):
+    plain = make_trainer(tiny, tmp_path, algo="grpo", group_size=2)
+    rows, stats = plain.build_rows([FAST, SLOW])
+    assert [row["adv"] for row in rows] == pytest.approx(EPISODE) and "losses/step_grouped_share" not in stats
     plain.close()
 
 
