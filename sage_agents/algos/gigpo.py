@@ -21,7 +21,7 @@ What an anchor state is (``TrainConfig.step_anchor``), given by the caller as on
 * ``prompt``: the chain position and the prompt tokens the policy saw (task, history window, earlier actions,
   skills, observation, admissible commands). Turns with one prompt are one decision for the policy, so nothing is
   merged; with the task's earlier actions in the prompt it matches only turns with one history, mostly a group's
-  first turns (measured on the demo's ALFWorld groups: 15-25% of turns shared their prompt with another).
+  first turns (measured on the demo's ALFWorld groups: 15-26% of turns shared their prompt with another).
 
 A task's reward arrives at its last turn: the per-turn reward is the position's reward ``R_k`` (SAGE's
 skill-integrated one, or the outcome) at the task's last turn and 0 before, so ``R_t = gamma^(T-1-t) R_k`` for a
