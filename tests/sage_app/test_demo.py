@@ -226,6 +226,7 @@ def test_extra_eval_sets_default_to_alfworlds_official_games_and_are_checked():
             DemoConfig(extra_eval_sets=bad)
 
 
+@pytest.mark.slow  # ~80 s, the default run's longest test; CI's second pass runs it (.ci/run)
 def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
     out = tmp_path / "demo"
     cfg = DemoConfig(quick=True, output_dir=str(out), rl_eval_every=1, rl_eval_chains=2)  # held-out curves too
