@@ -54,10 +54,10 @@ def main() -> None:
             parser.error(f"{run} has no checkpoint under {run / 'checkpoints'}")
         checkpoints[run.name] = checkpoint
     results = {}  # label -> (summary, episode log)
+    split, chains = cfg.eval_split, args.eval_chains
     for label in ["sft", *checkpoints]:
         arms = {} if label == "sft" else {args.arm: checkpoints[label]}
         entry = agent_entries(cfg, demo / "sft" / "model", arms)["sft" if label == "sft" else args.arm]
-        split, chains = cfg.eval_split, args.eval_chains
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
         results[label] = summary, logged_episodes(out, summary)
         where = "" if label == "sft" else f" ({checkpoints[label]})"

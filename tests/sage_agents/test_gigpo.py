@@ -12,7 +12,7 @@ from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.rollout import ChainRollout, Turn
 from sage_agents.trainer import Trainer
 from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
-from tests.sage_agents.test_update_direction import MIN_CHANGE, rewarded, sequence_logprobs
+from tests.sage_agents.test_update_direction import LR, MIN_CHANGE, make_trainer, rewarded, sequence_logprobs
 
 
 def test_a_tasks_reward_is_discounted_back_from_its_last_turn():
@@ -67,12 +67,6 @@ def test_config_errors(kwargs, pieces):
 
 
 # ------------------------------------------------------------------------------------------------ the trainer
-def make_trainer(tiny, tmp_path, env_fn=None, **overrides):
-    model, tokenizer = tiny
-    cfg = TrainConfig(**{**FAST_TRAIN, "output_dir": str(tmp_path / "run"), **overrides})
-    return Trainer(cfg, model=copy.deepcopy(model), tokenizer=tokenizer, env_fn=env_fn or (lambda: FakeChainEnv()))
-
-
 def turn(k, prompt, completion, observation, reward=0.0):
     return Turn(
         task_index=k,
@@ -142,7 +136,7 @@ def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advan
 
 
 def test_without_the_step_level_each_turn_gets_its_episode_advantage(tiny, tmp_path):
-    plain = make_trainer(tiny, tmp_path, algo="grpo", group_size=2)
+    plain = make_trainer(tiny, tmp_path, algo="grpo", group_size=2)  # the env is not played: hand-made rollouts
     rows, stats = plain.build_rows([FAST, SLOW])
     assert [row["adv"] for row in rows] == pytest.approx(EPISODE) and "losses/step_grouped_share" not in stats
     plain.close()
@@ -165,19 +159,21 @@ class TwoTurnEnv(FakeChainEnv):
 @pytest.mark.parametrize("weight", [0.0, 1.0])
 def test_the_step_level_alone_makes_the_shorter_path_more_likely(tiny, tmp_path, weight):
     model, tokenizer = tiny
-    trainer = make_trainer(
-        tiny,
-        tmp_path,
-        env_fn=TwoTurnEnv,
-        algo="grpo",
-        lr=1e-3,
-        group_size=8,
-        constrained=False,  # free generation: the env's reward sees exactly the sampled token
-        max_new_tokens=1,
-        no_action_penalty=None,
-        total_steps=1,
-        step_advantage_weight=weight,
+    cfg = TrainConfig(
+        **{
+            **FAST_TRAIN,
+            "output_dir": str(tmp_path / "run"),
+            "algo": "grpo",
+            "lr": LR,
+            "group_size": 8,
+            "constrained": False,  # free generation: the env's reward sees exactly the sampled token
+            "max_new_tokens": 1,
+            "no_action_penalty": None,
+            "total_steps": 1,
+            "step_advantage_weight": weight,
+        }
     )
+    trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tokenizer, env_fn=TwoTurnEnv)
     start = copy.deepcopy(trainer.policy.model)
     trainer.train_step()
     firsts = [ro.turns[0] for ro in trainer.last_rollouts]
