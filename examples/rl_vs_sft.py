@@ -1,14 +1,17 @@
 """RL runs against their SFT start on the demo's evaluation chains, with paired 95% intervals.
 
     python examples/rl_vs_sft.py runs/demo runs/curve-grpo runs/curve-gigpo --arm grpo --output runs/rl-vs-sft
+    python examples/rl_vs_sft.py runs/demo runs/fit-20 --eval-split valid_seen --trained-chains 20
 
 Each run is an RL training folder started from the demo's SFT model (``examples/learning_curve.py --output RUN``,
 or a demo arm's ``runs/demo/<arm>``); its newest checkpoint plays as the demo's ``--arm`` entry would (the
 demo's decoding, skills mode and seeds; sage_app/demo.py ``agent_entries``), and so does the SFT model, on the first
-``--eval-chains`` chains of the demo's evaluation split, through the leaderboard evaluator (resumable: a finished
-evaluation is read back). Prints each agent's TGC, SGC, steps and generated tokens per task, then each run against
-the SFT model and against the first run, chain by chain (paired bootstrap over chains; the interval is that of these
-two fixed models on these chains, not of the training's randomness).
+``--eval-chains`` chains of ``--eval-split`` (default: the demo's evaluation split), through the leaderboard
+evaluator (resumable: a finished evaluation is read back). Prints each agent's TGC, SGC, steps and generated tokens
+per task, then each run against the SFT model and against the first run, chain by chain (paired bootstrap over
+chains; the interval is that of these two fixed models on these chains, not of the training's randomness).
+``--trained-chains K`` is for runs trained on the first K chains of the evaluated split (``--set split=...
+--set train_chains=K``): each run against the SFT model is also shown on those K chains and on the others.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from leaderboard.evaluate import evaluate
 from sage_agents.checkpoints import latest_checkpoint
+from sage_agents.evaluation import summarize_records
 from sage_app.demo import ARMS, DemoConfig, agent_entries, entry_eval_config, logged_episodes, paired_ci
 
 
@@ -28,9 +32,14 @@ def differences(a: dict, b: dict) -> dict:
             "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)}  # fmt: skip
 
 
-def compare(first: tuple[dict, dict], second: tuple[dict, dict]) -> str:
-    """:func:`differences` of ``first`` vs ``second`` (each a summary and its episode log) with paired intervals."""
-    point, ci = differences(first[0], second[0]), paired_ci(first[1], second[1], differences)
+def figures(episodes: dict) -> dict:
+    """The summary figures (TGC, SGC, steps, tokens, ...) of an episode log (:func:`logged_episodes`)."""
+    return summarize_records(list(episodes.values()))
+
+
+def compare(first: dict, second: dict) -> str:
+    """:func:`differences` of ``first`` vs ``second`` (episode logs of the same chains) with paired intervals."""
+    point, ci = differences(figures(first), figures(second)), paired_ci(first, second, differences)
     units = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%"}
     return ", ".join(f"{k} {point[k]:+.1f}{u} [{ci[k][0]:+.1f}, {ci[k][1]:+.1f}]" for k, u in units.items())
 
@@ -40,7 +49,15 @@ def main() -> None:
     parser.add_argument("demo_dir", help="the demo whose SFT model the runs started from")
     parser.add_argument("runs", nargs="+", help="RL training folders (their newest checkpoint is evaluated)")
     parser.add_argument("--arm", choices=ARMS, default="grpo", help="how the runs' checkpoints play (as that arm)")
+    parser.add_argument("--eval-split", default=None, help="the split played (default: the demo's eval_split)")
     parser.add_argument("--eval-chains", type=int, default=100)
+    parser.add_argument(
+        "--trained-chains",
+        type=int,
+        default=None,
+        metavar="K",
+        help="the runs trained on the split's first K chains: also compare on those and the rest",
+    )
     parser.add_argument("--workers", type=int, default=None, help="evaluation processes (default: the demo's)")
     parser.add_argument("--output", default="runs/rl-vs-sft", help="the evaluations are logged in OUTPUT/results")
     args = parser.parse_args()
@@ -53,21 +70,26 @@ def main() -> None:
         if checkpoint is None:
             parser.error(f"{run} has no checkpoint under {run / 'checkpoints'}")
         checkpoints[run.name] = checkpoint
-    results = {}  # label -> (summary, episode log)
-    split, chains = cfg.eval_split, args.eval_chains
+    results = {}  # label -> episode log
+    split, chains = args.eval_split or cfg.eval_split, args.eval_chains
     for label in ["sft", *checkpoints]:
         arms = {} if label == "sft" else {args.arm: checkpoints[label]}
         entry = agent_entries(cfg, demo / "sft" / "model", arms)["sft" if label == "sft" else args.arm]
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
-        results[label] = summary, logged_episodes(out, summary)
+        results[label] = logged_episodes(out, summary)
         where = "" if label == "sft" else f" ({checkpoints[label]})"
         print(f"{label}{where}: TGC {100 * summary['tgc']:.1f}, SGC {100 * summary['sgc']:.1f}, steps/task "
               f"{summary['mean_steps']:.1f}, tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
-    first = next(iter(checkpoints))
+    first, k = next(iter(checkpoints)), args.trained_chains
     for label in checkpoints:
         print(f"{label} vs sft: {compare(results[label], results['sft'])}")
         if label != first:
             print(f"{label} vs {first}: {compare(results[label], results[first])}")
+        for name, trained in () if k is None else ((f"chains < {k}", True), (f"chains >= {k}", False)):
+            subset = [{key: e for key, e in results[x].items() if (key[1] < k) == trained} for x in (label, "sft")]
+            if all(subset):
+                tgc = [100 * figures(e)["tgc"] for e in subset]
+                print(f"{label} vs sft, {name}: TGC {tgc[0]:.1f} vs {tgc[1]:.1f}; {compare(*subset)}")
 
 
 if __name__ == "__main__":

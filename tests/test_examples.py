@@ -436,13 +436,17 @@ def test_rl_vs_sft_evaluates_each_runs_newest_checkpoint_against_the_sft_model(t
         shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
         (checkpoint.parent / "latest").write_text(checkpoint.name)
         runs.append(str(tmp_path / name))
-    argv = [str(toy_demo), *runs, "--eval-chains", "2", "--workers", "1", "--output", str(tmp_path / "eval")]
+    argv = [str(toy_demo), *runs, "--eval-chains", "2", "--workers", "1", "--output", str(tmp_path / "eval"),
+            "--eval-split", "valid_seen", "--trained-chains", "1"]  # fmt: skip
     out = run_main("rl_vs_sft", argv, monkeypatch, capsys)
     figures = re.findall(rf"^(sft|plain|stepwise)(?: \((\S+)\))?: TGC ({NUMBER}), SGC ({NUMBER}), ", out, re.MULTILINE)
     assert [f[0] for f in figures] == ["sft", "plain", "stepwise"]
     assert figures[1][1].endswith("plain/checkpoints/step_0000002") and len({f[2:] for f in figures}) == 1
-    # the same weights on the same chains: every paired difference is exactly 0
+    # the same weights on the same chains: every paired difference is exactly 0, on all chains and on either part
     zero = "tgc +0.0 [+0.0, +0.0], sgc +0.0 [+0.0, +0.0], steps +0.0% [+0.0, +0.0], tokens +0.0% [+0.0, +0.0]"
     assert f"plain vs sft: {zero}" in out and f"stepwise vs sft: {zero}" in out and f"stepwise vs plain: {zero}" in out
-    assert assert_intervals_hold(out) == 12
-    assert len(list((tmp_path / "eval" / "results").glob("*.episodes.jsonl"))) == 3
+    for part in ("chains < 1", "chains >= 1"):
+        assert re.search(rf"^stepwise vs sft, {part}: TGC ({NUMBER}) vs \1; {re.escape(zero)}$", out, re.MULTILINE)
+    assert assert_intervals_hold(out) == 12 + 16
+    logs = list((tmp_path / "eval" / "results").glob("*.episodes.jsonl"))
+    assert len(logs) == 3 and all("valid_seen" in log.name for log in logs)  # the split asked for was played
