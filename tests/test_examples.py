@@ -450,3 +450,27 @@ def test_rl_vs_sft_evaluates_each_runs_newest_checkpoint_against_the_sft_model(t
     assert assert_intervals_hold(out) == 12 + 16
     logs = list((tmp_path / "eval" / "results").glob("*.episodes.jsonl"))
     assert len(logs) == 3 and all("valid_seen" in log.name for log in logs)  # the split asked for was played
+
+
+def test_compare_curves_tables_and_plots_each_runs_evaluations(tmp_path, monkeypatch, capsys):
+    def run(name, evals, config=None):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [{"charts/step": s, "eval/task_success": v} for s, v in evals.items()]
+        rows.insert(1, {"charts/step": 1, "env/task_success": 0.9})  # a training step: not an evaluation
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if config:
+            (folder / "config.json").write_text(json.dumps(config))
+        return str(folder)
+
+    first = run("a", {0: 0.35, 10: 0.45}, {"eval_split": "valid_seen", "eval_chains": 20})
+    second = run("b", {0: 0.41, 5: 0.5, 10: 0.425})
+    plot = tmp_path / "out" / "curves.png"
+    out = run_main("compare_curves", [f"fit 20={first}", second, "--output", str(plot)], monkeypatch, capsys)
+    assert "| run | 0 | 5 | 10 |" in out
+    assert "| fit 20 | 35.0 |  | 45.0 |" in out and "| b | 41.0 | 50.0 | 42.5 |" in out
+    assert plot.stat().st_size > 0
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metrics.jsonl").write_text(json.dumps({"charts/step": 1, "env/task_success": 0.5}) + "\n")
+    with pytest.raises(SystemExit):  # a run without evaluations is refused, not plotted empty
+        run_main("compare_curves", [str(tmp_path / "c")], monkeypatch, capsys)
