@@ -9,8 +9,8 @@ Starts from the demo's SFT checkpoint (``runs/demo/sft/model``, from ``make demo
 settings (sage_app/demo.py ``arm_config``; ``--set KEY=VALUE`` overrides a TrainConfig field, the value read as
 JSON), trains ``--steps`` steps, and every ``--eval-every`` steps plays
 the first ``--eval-chains`` chains of ``--eval-split`` greedily (TrainConfig ``eval_every``). Writes
-``OUTPUT/learning_curve.png``: the evaluation success (fixed chains) and the per-step training success (one
-random chain per step, 8 rollouts). Resumable like any training run.
+``OUTPUT/learning_curve.png``: the evaluation success (fixed chains) and the per-step training success (the
+step's groups: ``chains_per_step`` chains x ``group_size`` rollouts). Resumable like any training run.
 """
 
 from __future__ import annotations
@@ -66,14 +66,15 @@ def main() -> None:
     train = [(r["charts/step"], r["env/task_success"]) for r in rows if "env/task_success" in r]
     evals = [(r["charts/step"], r["eval/task_success"]) for r in rows if "eval/task_success" in r]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(*zip(*train, strict=True), ".", color="tab:gray", alpha=0.6, label="training group (1 chain x 8)")
+    group = f"{config.chains_per_step} chain(s) x {config.group_size}"
+    ax.plot(*zip(*train, strict=True), ".", color="tab:gray", alpha=0.6, label=f"training groups ({group})")
     ax.plot(
         *zip(*evals, strict=True),
         "o-",
         color="tab:orange",
         label=f"greedy, {args.eval_chains} {args.eval_split} chains",
     )
-    ax.set(xlabel="RL step", ylabel="task success", title=f"{args.arm} on SageChain-ALFWorld-v0 (tiny model, CPU)")
+    ax.set(xlabel="RL step", ylabel="task success", title=f"{args.arm} on {config.env_id}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(Path(args.output) / "learning_curve.png", dpi=120)
