@@ -21,11 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-
-def eval_curve(run: Path) -> dict[int, float]:
-    """Step -> greedy task success of the evaluations in ``run/metrics.jsonl``."""
-    rows = (json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip())
-    return {int(r["charts/step"]): r["eval/task_success"] for r in rows if "eval/task_success" in r}
+from sage_agents.checkpoints import METRICS_FILE, metric_curve
 
 
 def main() -> None:
@@ -39,9 +35,9 @@ def main() -> None:
     for spec in args.runs:
         label, _, path = spec.rpartition("=")
         run = Path(path)
-        if not (run / "metrics.jsonl").exists():
-            parser.error(f"{run} has no metrics.jsonl")
-        curves[label or run.name] = curve = eval_curve(run)
+        if not (run / METRICS_FILE).exists():
+            parser.error(f"{run} has no {METRICS_FILE}")
+        curves[label or run.name] = curve = dict(metric_curve(run, "eval/task_success"))
         if not curve:
             parser.error(f"{run}/metrics.jsonl holds no evaluation (train with eval_every > 0)")
         config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 
 import matplotlib
@@ -26,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import typer
 
+from sage_agents.checkpoints import metric_curve
 from sage_agents.trainer import Trainer
 from sage_app.cli import parse_overrides
 from sage_app.demo import ARMS, DemoConfig, arm_config
@@ -62,9 +62,8 @@ def main() -> None:
     finally:
         trainer.close()
 
-    rows = [json.loads(line) for line in (Path(args.output) / "metrics.jsonl").read_text().splitlines()]
-    train = [(r["charts/step"], r["env/task_success"]) for r in rows if "env/task_success" in r]
-    evals = [(r["charts/step"], r["eval/task_success"]) for r in rows if "eval/task_success" in r]
+    train = metric_curve(args.output, "env/task_success")
+    evals = metric_curve(args.output, "eval/task_success")
     fig, ax = plt.subplots(figsize=(6, 4))
     group = f"{config.chains_per_step} chain(s) x {config.group_size}"
     ax.plot(*zip(*train, strict=True), ".", color="tab:gray", alpha=0.6, label=f"training groups ({group})")

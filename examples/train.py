@@ -20,10 +20,10 @@ The trainer writes ``OUTPUT/metrics.jsonl`` and a checkpoint; this script prints
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
+from sage_agents.checkpoints import read_metrics
 from sage_agents.config import ALGOS, TrainConfig
 from sage_agents.trainer import Trainer
 from sage_envs.domains.alfworld.expert import SKILLS, skill_definition
@@ -98,8 +98,7 @@ def main() -> None:
     finally:
         trainer.close()
     print(f"{args.algo}: {args.steps} steps, {args.group_size} rollouts of one train chain per step, in {output}")
-    for line in (Path(output) / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
+    for row in read_metrics(output):
         shown = ", ".join(f"{label} {row[key]:.3g}" for key, label in SHOWN.items() if key in row)
         print(f"step {int(row['charts/step'])}: {shown}")
     checkpoints = sorted((Path(output) / "checkpoints").iterdir())

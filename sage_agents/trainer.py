@@ -44,7 +44,7 @@ import torch
 from sage_agents.algos.gigpo import step_advantages, task_returns
 from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, policy_loss, row_weights
 from sage_agents.algos.sage import group_rewards, position_advantages
-from sage_agents.checkpoints import latest_checkpoint
+from sage_agents.checkpoints import METRICS_FILE, latest_checkpoint, read_metrics
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.decoding import trained_tokens
 from sage_agents.evaluation import evaluate_policy
@@ -524,7 +524,7 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / "config.json").write_text(cfg.to_json())
             if self.step == 0:  # a fresh run (or a resume that found no checkpoint) starts a fresh log
-                (self.out / "metrics.jsonl").unlink(missing_ok=True)
+                (self.out / METRICS_FILE).unlink(missing_ok=True)
         columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
         columns += [TimeRemainingColumn(), TextColumn("{task.fields[info]}")]
         with Progress(*columns, disable=not (cfg.progress and self.is_main)) as bar:
@@ -579,7 +579,7 @@ class Trainer:
             return
         self.out.mkdir(parents=True, exist_ok=True)
         if "jsonl" in self.config.report_to:
-            with open(self.out / "metrics.jsonl", "a") as f:
+            with open(self.out / METRICS_FILE, "a") as f:
                 f.write(json.dumps(metrics, sort_keys=True) + "\n")
         if "tensorboard" in self.config.report_to:
             if self._writer is None:
@@ -690,12 +690,11 @@ class Trainer:
         if library_file.exists():
             for env, state in zip(self.envs, json.loads(library_file.read_text()), strict=True):
                 env.unwrapped.library = type(env.unwrapped.library).from_dict(state)
-        metrics = self.out / "metrics.jsonl"
+        metrics = self.out / METRICS_FILE
         if self.is_main and metrics.exists():
-            lines = [ln for ln in metrics.read_text().splitlines() if ln.strip()]
-            lines = [ln for ln in lines if json.loads(ln).get("charts/step", 0) <= self.step]
+            rows = [row for row in read_metrics(self.out) if row.get("charts/step", 0) <= self.step]
             tmp = metrics.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(ln + "\n" for ln in lines))
+            tmp.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
             os.replace(tmp, metrics)
 
     def close(self) -> None:

@@ -1107,13 +1107,13 @@ def learning_curves(cfg: DemoConfig, out: Path) -> dict[str, list[tuple[float, f
     The points are the held-out evaluations' TGC when the arms evaluated during RL (``rl_eval_every``), else each
     training step's group TGC.
     """
+    from sage_agents.checkpoints import METRICS_FILE, metric_curve
+
     key = "eval/task_success" if cfg.rl_eval_every else "env/task_success"
     curves = {}
     for label in arm_runs(cfg):
-        metrics = out / label / "metrics.jsonl"
-        if metrics.exists():
-            rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-            curves[label] = [(r["charts/step"], 100 * r[key]) for r in rows if key in r]
+        if (out / label / METRICS_FILE).exists():
+            curves[label] = [(step, 100 * value) for step, value in metric_curve(out / label, key)]
     return curves
 
 

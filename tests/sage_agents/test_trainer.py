@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from sage_agents.checkpoints import metric_curve, read_metrics
 from sage_agents.config import ConfigError, TrainConfig
 from sage_agents.trainer import Trainer
 from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
@@ -22,9 +23,7 @@ def make_trainer(tiny, tmp_path, name="run", **overrides):
 
 
 def params(trainer):
-    return {
-        n: p.detach().clone() for n, p in trainer.accelerator.unwrap_model(trainer.model).named_parameters()
-    }
+    return {n: p.detach().clone() for n, p in trainer.accelerator.unwrap_model(trainer.model).named_parameters()}
 
 
 def test_every_config_field_has_a_one_line_docstring_below_it():
@@ -127,8 +126,7 @@ def test_resume_is_exact(tiny, tmp_path):
     assert all(torch.equal(a[n], b[n]) for n in a)
 
     def read(name):
-        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in read_metrics(tmp_path / name)]
 
     assert read("full") == read("part") and len(read("full")) == len(full_history) == 3
     assert sorted(os.listdir(tmp_path / "part" / "checkpoints")) == ["latest", "step_0000002", "step_0000003"]
@@ -141,11 +139,15 @@ def test_periodic_greedy_eval_logs_a_curve_without_perturbing_training_and_resum
     evaluated.train()
     a, b = params(plain), params(evaluated)
     assert all(torch.equal(a[n], b[n]) for n in a)  # greedy play draws no random numbers from training's streams
-    rows = [json.loads(x) for x in (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(tmp_path / "eval")
     evals = [r for r in rows if "eval/task_success" in r]
     assert [r["charts/step"] for r in evals] == [0.0, 2.0, 3.0]  # before training, every 2 steps, at the end
     assert all(0.0 <= r["eval/task_success"] <= 1.0 and "env/task_success" not in r for r in evals)
     assert len(rows) == 3 + 3
+    curve = metric_curve(tmp_path / "eval", "eval/task_success")
+    assert curve == [(int(r["charts/step"]), r["eval/task_success"]) for r in evals]
+    assert [step for step, _ in metric_curve(tmp_path / "eval", "env/task_success")] == [1, 2, 3]
+    assert read_metrics(tmp_path / "no-run") == [] and metric_curve(tmp_path / "no-run", "eval/task_success") == []
 
     part = make_trainer(tiny, tmp_path, "part", total_steps=2, save_every=1, eval_every=2, eval_chains=3)
     part.train()
@@ -154,8 +156,7 @@ def test_periodic_greedy_eval_logs_a_curve_without_perturbing_training_and_resum
     resumed.train()
 
     def read(name):
-        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in read_metrics(tmp_path / name)]
 
     assert read("part") == read("eval")
 

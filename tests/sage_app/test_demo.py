@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sage_agents.checkpoints import read_metrics
 from sage_app import demo
 from sage_app.demo import DemoConfig, agent_entries, comparison, comparison_line, run_demo, skill_templates
 from sage_envs import domain_class
@@ -273,7 +274,7 @@ def test_quick_demo_runs_every_stage_and_a_rerun_resumes(tmp_path, monkeypatch):
     assert_intervals_hold((out / "RESULTS.md").read_text())  # a printed interval holds its own point
     curves = demo.learning_curves(cfg, out)
     for arm in ("grpo", "sage", "reskill"):
-        rows = [json.loads(line) for line in (out / arm / "metrics.jsonl").read_text().splitlines()]
+        rows = read_metrics(out / arm)
         assert [r["charts/step"] for r in rows if "env/task_success" in r] == [1.0, 2.0]
         held_out = [r for r in rows if "eval/task_success" in r]  # before the first step and after each
         assert [r["charts/step"] for r in held_out] == [0.0, 1.0, 2.0]
