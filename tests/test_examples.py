@@ -474,3 +474,18 @@ def test_compare_curves_tables_and_plots_each_runs_evaluations(tmp_path, monkeyp
     (tmp_path / "c" / "metrics.jsonl").write_text(json.dumps({"charts/step": 1, "env/task_success": 0.5}) + "\n")
     with pytest.raises(SystemExit):  # a run without evaluations is refused, not plotted empty
         run_main("compare_curves", [str(tmp_path / "c")], monkeypatch, capsys)
+
+
+def test_prompt_memory_counts_the_turns_whose_prompt_still_holds_a_reply(monkeypatch, capsys):
+    one_room = '{"rooms": 1, "num_chains": 2}'  # the houses the TextWorld env tests make
+    argv = ["--split", "valid", "--chains", "1", "--history", "1", "30", "--env-kwargs", one_room]
+    out = run_main("prompt_memory", argv, monkeypatch, capsys)
+    assert re.search(r"1 chains, 2 tasks, \d+ expert turns; 2 tasks run 'examine cookbook'", out)
+    rows = {
+        int(w): (int(a), int(h), int(t))
+        for w, a, h, t in re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+%\) \| (\d+) \|$", out, re.M)
+    }
+    (after, held_short, tokens_short), (after_long, held_long, tokens_long) = rows[1], rows[30]
+    assert after == after_long > 2 * 2  # the recipe is followed for more than two turns in each task
+    assert held_long == after and held_short < after  # a whole task fits a 30-turn window; one turn drops the recipe
+    assert tokens_long > tokens_short
