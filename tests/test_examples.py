@@ -489,3 +489,19 @@ def test_prompt_memory_counts_the_turns_whose_prompt_still_holds_a_reply(monkeyp
     assert after == after_long > 2 * 2  # the recipe is followed for more than two turns in each task
     assert held_long == after and held_short < after  # a whole task fits a 30-turn window; one turn drops the recipe
     assert tokens_long > tokens_short
+
+
+def test_sft_stage_trains_the_demos_sft_model_and_plays_it_greedy_and_sampled(tmp_path, monkeypatch, capsys):
+    sets = ["expert_chains=1", "tiny_hidden=32", "tiny_layers=1", "sft_epochs=1.0", "sft_bf16=false", "history_turns=2"]
+    argv = ["--output", str(tmp_path), "--eval-chains", "2", *(x for s in sets for x in ("--set", s))]
+    out = run_main("sft_stage", argv, monkeypatch, capsys)
+    pairs = (tmp_path / "expert" / "pairs.jsonl").read_text().splitlines()
+    head = rf"^{len(pairs)} pairs from 1 chains x 2 modes; SFT mean loss \d+\.\d+ in \d+ s "
+    assert re.search(head + r"\(SageChain-ALFWorld-v0, history_turns=2\)$", out, re.M)
+    assert json.loads((tmp_path / "demo_config.json").read_text())["history_turns"] == 2  # --set reached the stages
+    for way in ("greedy", "sampled"):
+        assert re.search(rf"^sft, {way}: TGC \d+\.\d \(2 valid_unseen chains\), steps/task \d+\.\d$", out, re.M)
+        assert len(list((tmp_path / "results").glob(f"sft-{way}__*.episodes.jsonl"))) == 1
+    model = (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime
+    run_main("sft_stage", argv, monkeypatch, capsys)  # a rerun finds both stages finished
+    assert (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime == model
