@@ -39,7 +39,7 @@ def main() -> None:
             parser.error(f"{run} has no {METRICS_FILE}")
         curves[label or run.name] = curve = dict(metric_curve(run, "eval/task_success"))
         if not curve:
-            parser.error(f"{run}/metrics.jsonl holds no evaluation (train with eval_every > 0)")
+            parser.error(f"{run / METRICS_FILE} holds no evaluation (train with eval_every > 0)")
         config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
         chains = f" ({config.get('eval_chains')} {config.get('eval_split')})" if config else ""
         ax.plot(list(curve), [100 * v for v in curve.values()], "o-", label=f"{label or run.name}{chains}")
