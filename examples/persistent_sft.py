@@ -16,8 +16,6 @@ and each share vs the first one in each scope (a share changes the SFT data, hen
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 from pathlib import Path
 
 from leaderboard.evaluate import evaluate
@@ -57,7 +55,7 @@ def main() -> None:
         cfg = DemoConfig(**{**overrides, "output_dir": str(out), "seed": args.seed,
                             "sft_persistent_share": share})  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
-        (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+        cfg.save(out / "demo_config.json")
         sft = sft_model(cfg, out, expert_pairs(cfg, out))
         agent_kwargs = {"model_path": str(sft), **cfg.policy_kwargs, **cfg.sage_kwargs}
         for label, scope in SCOPES.items():

@@ -14,7 +14,6 @@ can still do (and what RL would sample from). Prints the pairs, the SFT loss and
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def main() -> None:
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    cfg.save(out / "demo_config.json")
     pairs = expert_pairs(cfg, out)
     sft = sft_model(cfg, out, pairs)
     metrics = json.loads((out / "sft" / "metrics.json").read_text())

@@ -364,6 +364,10 @@ class DemoConfig:
                 setattr(self, name, value)
             self.extra_eval_sets = [{**eval_set, "num_chains": self.eval_chains} for eval_set in self.extra_eval_sets]
 
+    def save(self, path: str | Path) -> None:
+        """Write the settings as JSON (``demo_config.json``), what :meth:`load` reads back."""
+        Path(path).write_text(json.dumps(dataclasses.asdict(self), indent=2))
+
     @classmethod
     def load(cls, path: str | Path) -> DemoConfig:
         """The settings a run saved (``demo_config.json``), earlier runs included.
@@ -1186,7 +1190,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         return value
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    cfg.save(out / "demo_config.json")
     console.rule("[bold]1/5 expert chains")
     pairs = timed("expert", expert_pairs, cfg, out)
     console.print(f"{len(pairs)} (prompt, action) pairs from {cfg.expert_chains} chains x 2 modes")
