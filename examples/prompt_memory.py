@@ -67,7 +67,7 @@ def memory_row(policy: LLMPolicy, tasks: list[list[tuple[dict, str, str]]], reme
             if reply is None and action.startswith(remember):
                 reply = following
             history.append((obs["observation"], action))
-    return {"turns": turns, "after": after, "held": held, "tokens": tokens / max(1, turns)}
+    return {"after": after, "held": held, "tokens": tokens / max(1, turns)}
 
 
 def main() -> None:
