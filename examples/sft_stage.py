@@ -1,4 +1,4 @@
-"""The demo's first two stages alone (expert chains, SFT), then the SFT model on held-out chains, greedy and sampled.
+"""The demo's first stages alone (expert chains, SFT, DAgger if asked), then the SFT model on held-out chains.
 
     python examples/sft_stage.py --output runs/tw-h6-200 --eval-chains 20 --set env_id=SageChain-TextWorld-v0 \
         --set expert_chains=200 --set history_turns=6 --set eval_split=valid
@@ -21,7 +21,7 @@ import typer
 
 from leaderboard.evaluate import evaluate
 from sage_app.cli import parse_overrides
-from sage_app.demo import DemoConfig, agent_entries, entry_eval_config, expert_pairs, sft_model
+from sage_app.demo import DemoConfig, agent_entries, dagger_model, entry_eval_config, expert_pairs, sft_model
 
 
 def main() -> None:
@@ -43,6 +43,11 @@ def main() -> None:
     metrics = json.loads((out / "sft" / "metrics.json").read_text())
     print(f"{len(pairs)} pairs from {cfg.expert_chains} chains x 2 modes; SFT mean loss {metrics['train_loss']:.3f} "
           f"in {metrics['wall_seconds']:.0f} s ({cfg.env_id}, history_turns={cfg.history_turns})")  # fmt: skip
+    if cfg.sft_dagger_chains:
+        sft = dagger_model(cfg, out, sft, pairs)
+        metrics = json.loads((out / "dagger" / "metrics.json").read_text())
+        print(f"DAgger: {metrics['dagger_pairs']} labelled turns of {cfg.sft_dagger_chains} chains; mean loss "
+              f"{metrics['train_loss']:.3f} over {cfg.sft_dagger_epochs} passes in {metrics['wall_seconds']:.0f} s")  # fmt: skip
     agent, kwargs, env_kwargs = agent_entries(cfg, sft, {})["sft"]
     for greedy in (True, False):
         way = "greedy" if greedy else "sampled"

@@ -186,6 +186,7 @@ def collect_expert_turns(
     max_turns: int = 10_000,
     perturbation: Perturbation | None = None,
     keep_perturbed: bool = False,
+    learner: Any = None,
 ) -> list[ExpertTurn]:
     """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`).
 
@@ -193,32 +194,39 @@ def collect_expert_turns(
     was sent (:attr:`GuidanceMix.followed`); by default they are history only.
     """
     chains = range(int(env.unwrapped.num_chains)) if chains is None else chains
-    if perturbation is not None and not hasattr(expert, "override"):
+    if (perturbation is not None or learner is not None) and not hasattr(expert, "override"):
         raise ValueError(
-            f"a Perturbation needs an expert that can be told what was sent instead of its action (an "
-            f"override(action) method); {type(expert).__name__} has none: pass perturbation=None."
+            f"a Perturbation or a learner needs an expert that can be told what was sent instead of its action (an "
+            f"override(action) method); {type(expert).__name__} has none: pass perturbation=None, learner=None."
         )
+    if perturbation is not None and learner is not None:
+        raise ValueError("collect_expert_turns: a perturbation or a learner, not both (a learner sends every action).")
     rng = random.Random(perturbation.seed if perturbation is not None else 0)
     turns: list[ExpertTurn] = []
     for chain in chains:
-        if hasattr(expert, "reset"):
-            expert.reset()
+        for agent in (expert, learner):
+            if hasattr(agent, "reset"):
+                agent.reset()
         obs, info = env.reset(seed=seed + int(chain), options={"chain": int(chain)})
         history: list[tuple[str, str]] = []
         task_turns: list[ExpertTurn] = []
         for _ in range(max_turns):
-            action = expert.act(obs, info)
+            label = expert.act(obs, info)
             admissible = list(info.get("admissible_commands", []))
-            noise = None
-            if perturbation is not None and rng.random() < perturbation.rate:
-                noise = perturbation.action(rng, obs, admissible)
-            if noise is not None and noise != action:
-                expert.override(noise)  # not a training pair: the turns after it show the recovery
-                action = noise
-                if keep_perturbed:
-                    task_turns.append(ExpertTurn(obs, list(history), admissible, action, sent_instead=True))
+            if learner is not None:  # DAgger: the learner's action is sent, the expert's is the turn's label
+                action = learner.act(obs, info)
+                task_turns.append(ExpertTurn(obs, list(history), admissible, label))
             else:
-                task_turns.append(ExpertTurn(obs, list(history), admissible, action))
+                noise = None
+                if perturbation is not None and rng.random() < perturbation.rate:
+                    noise = perturbation.action(rng, obs, admissible)
+                action = label if noise is None else noise
+                if action == label:
+                    task_turns.append(ExpertTurn(obs, list(history), admissible, label))
+                elif keep_perturbed:  # otherwise not a training pair: the turns after it show the recovery
+                    task_turns.append(ExpertTurn(obs, list(history), admissible, action, sent_instead=True))
+            if action != label:
+                expert.override(action)
             before = obs["observation"]
             obs, _, terminated, truncated, info = env.step(action)
             if info.get("new_task") or terminated or truncated:  # the task of this action ended
@@ -244,6 +252,7 @@ def collect_expert_pairs(
     guidance: GuidanceMix | None = None,
     advise: Callable[[str, Sequence[str], str], Any] | None = None,
     perturbation: Perturbation | None = None,
+    learner: Any = None,
 ) -> list[dict[str, str]]:
     """Play ``chains`` with ``expert`` and record one ``{"prompt", "completion"}`` pair per turn.
 
@@ -262,6 +271,12 @@ def collect_expert_pairs(
             ``sage_envs.domain.Domain.advise``.
         perturbation: send random actions on some turns instead of the expert's (:class:`Perturbation`; the
             expert needs an ``override`` method): the pairs then show recovery from wrong turns.
+        learner: an agent (``act(observation, info)``, optionally ``reset()``) whose action is sent on every turn
+            instead of the expert's, while the expert's action is the turn's completion: DAgger (Ross, Gordon and
+            Bagnell, 2011, "A Reduction of Imitation Learning and Structured Prediction to No-Regret Online
+            Learning"), whose pairs cover the states the learner's own mistakes lead to. The expert needs an
+            ``override`` method; not with ``perturbation``. With ``only_successful=False`` the turns of the tasks
+            the learner failed are kept too: their labels are the expert's whatever came of the learner's play.
 
     Returns:
         A list of prompt/completion dicts (TRL's prompt-completion dataset format).
@@ -270,7 +285,7 @@ def collect_expert_pairs(
         raise ValueError("collect_expert_pairs: pass guidance= and advise= together (the mix and the domain's advice).")
     turns = collect_expert_turns(
         env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns,
-        perturbation=perturbation, keep_perturbed=guidance is not None and guidance.followed > 0,
+        perturbation=perturbation, keep_perturbed=guidance is not None and guidance.followed > 0, learner=learner,
     )  # fmt: skip
     if guidance is not None:
         turns = add_guidance(turns, guidance, advise)

@@ -177,6 +177,14 @@ class DemoConfig:
     other turn the guidance names what the observation already decides, and the demo's SFT model did not read it:
     it picked a command the guidance named 2.2% of the time shown vs 2.5% not shown (docs/reskill.md, "Guidance
     conditioning"). 0 (every measured demo run): perturbed turns are not pairs."""
+    sft_dagger_chains: int = 0
+    """DAgger after SFT (``sft.collect_expert_pairs``' ``learner``): the SFT model plays this many more ``train``
+    chains greedily without skills (the ones after the expert's ``expert_chains``), the expert labels every turn it
+    played, and the model trains ``sft_dagger_epochs`` more passes over the expert's pairs and these together, from
+    where SFT left it (``dagger/model``, which the RL arms then start from). The SFT model completes about a third
+    of the chains its own expert data came from: its mistakes lead it to states no expert turn shows. 0: off."""
+    sft_dagger_epochs: float = 1.0
+    """With ``sft_dagger_chains``: passes over the expert's and the DAgger pairs together after SFT."""
     sft_persistent_share: float = 0.0
     """Share of the skill-mode expert chains played with one library kept across runs of
     :data:`PERSISTENT_RUN_CHAINS` chains (``library_scope="persistent"``; the rest start each chain empty), so that
@@ -514,8 +522,12 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     return pairs
 
 
-def expert_mode_pairs(cfg: DemoConfig, skills: str) -> list[dict[str, str]]:
-    """The expert's pairs of one skills mode (``"program"``: it defines and calls skills; ``"none"``)."""
+def expert_mode_pairs(cfg: DemoConfig, skills: str, learner: Path | None = None) -> list[dict[str, str]]:
+    """The expert's pairs of one skills mode (``"program"``: it defines and calls skills; ``"none"``).
+
+    ``learner``: a model folder that plays the ``sft_dagger_chains`` chains after the expert's, greedily, while the
+    expert labels its every turn (DAgger; only in the ``"none"`` mode, the ``sft`` entry's).
+    """
     import gymnasium as gym
 
     import sage_envs  # noqa: F401
@@ -544,9 +556,15 @@ def expert_mode_pairs(cfg: DemoConfig, skills: str) -> list[dict[str, str]]:
     mix = GuidanceMix(seed=cfg.seed, followed=cfg.sft_guidance_followed)
     data = {"guidance": mix, "advise": domain.advise} if guided else {}
     share = cfg.sft_persistent_share if skills == "program" else 0.0
+    runs = expert_runs(cfg.expert_chains, share)
+    if learner is not None:
+        from sage_agents.policy import make_policy_agent
+
+        runs = [(range(cfg.expert_chains, cfg.expert_chains + cfg.sft_dagger_chains), "chain")]
+        data.update(learner=make_policy_agent(str(learner), **cfg.policy_kwargs), only_successful=False)
     pairs = []
-    for chains, scope in expert_runs(cfg.expert_chains, share):
-        if cfg.sft_perturbation and hasattr(expert, "override"):
+    for chains, scope in runs:
+        if cfg.sft_perturbation and hasattr(expert, "override") and learner is None:
             seed, pattern = cfg.seed + chains.start, domain.entity_pattern  # each run its own noise
             data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=seed, entity_pattern=pattern)
         env_kwargs = {"skills": skills, "library_scope": scope, **cfg.train_env_kwargs}
@@ -590,12 +608,51 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
         completion_only=cfg.sft_completion_only,
     )  # fmt: skip
     metrics.update(parameters=count_parameters(model), pairs=len(pairs), wall_seconds=time.perf_counter() - start)
-    tmp = path.with_name("model.tmp")
+    (out / "sft" / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    save_model(model, tokenizer, path)
+    return path
+
+
+def dagger_model(cfg: DemoConfig, out: Path, sft: Path, pairs: list[dict[str, str]]) -> Path:
+    """Stage 2b (``sft_dagger_chains`` > 0): the SFT model after one DAgger round (``dagger/model``).
+
+    The SFT model plays new ``train`` chains with the expert labelling its turns (``dagger/pairs.jsonl``), then
+    trains on the expert's ``pairs`` and those together from where SFT left it.
+    """
+    from sage_agents.models import load_policy
+    from sage_agents.sft import reweight_pairs, sft_warm_start
+
+    path = out / "dagger" / "model"
+    if (path / "config.json").exists():
+        return path
+    cached = out / "dagger" / "pairs.jsonl"
+    if cached.exists():
+        labelled = [json.loads(line) for line in cached.read_text().splitlines()]
+    else:
+        labelled = expert_mode_pairs(cfg, "none", learner=sft)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.with_suffix(".tmp").write_text("".join(json.dumps(p) + "\n" for p in labelled))
+        cached.with_suffix(".tmp").replace(cached)
+    model, tokenizer = load_policy(sft)
+    start = time.perf_counter()
+    metrics = sft_warm_start(
+        model, tokenizer, reweight_pairs(pairs + labelled, cfg.sft_action_weights, seed=cfg.seed),
+        output_dir=str(out / "dagger" / "trl"), epochs=cfg.sft_dagger_epochs, lr=cfg.sft_lr,
+        batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, bf16=cfg.sft_bf16,
+        completion_only=cfg.sft_completion_only,
+    )  # fmt: skip
+    metrics.update(pairs=len(pairs), dagger_pairs=len(labelled), wall_seconds=time.perf_counter() - start)
+    save_model(model, tokenizer, path)
+    (out / "dagger" / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return path
+
+
+def save_model(model: Any, tokenizer: Any, path: Path) -> None:
+    """``save_pretrained`` both into ``path`` whole or not at all (a killed stage leaves no half-written model)."""
+    tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (out / "sft" / "metrics.json").write_text(json.dumps(metrics, indent=2))
     tmp.replace(path)
-    return path
 
 
 def arm_label(cfg: DemoConfig, arm: str, seed: int) -> str:
@@ -1196,6 +1253,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     console.print(f"{len(pairs)} (prompt, action) pairs from {cfg.expert_chains} chains x 2 modes")
     console.rule("[bold]2/5 SFT warm start (TRL SFTTrainer)")
     sft = timed("sft", sft_model, cfg, out, pairs)
+    if cfg.sft_dagger_chains:
+        console.rule(f"[bold]2b/5 DAgger: the SFT model plays {cfg.sft_dagger_chains} chains, the expert labels them")
+        sft = timed("dagger", dagger_model, cfg, out, sft, pairs)
     console.rule(f"[bold]3/5 RL: {len(arm_runs(cfg))} arm runs, {rl_workers(cfg)} at a time")
     arms = timed("rl", train_arms, cfg, out, sft)
     console.rule(f"[bold]4/5 evaluation on {cfg.env_id} {cfg.eval_split}")

@@ -369,3 +369,56 @@ def test_perturbed_turns_are_history_not_pairs_and_the_expert_recovers():
     assert Perturbation().action(rng, {**obs, "skills": ""}, []) is None
     with pytest.raises(ValueError, match="rate"):
         Perturbation(rate=1.5)
+
+
+def test_a_learner_sends_every_action_and_the_expert_labels_every_turn():
+    """DAgger: the learner's commands are what the env receives (and what the history shows); the pairs' actions
+    are the expert's, told of each command it did not send."""
+    import random
+
+    import gymnasium as gym
+
+    import sage_envs  # noqa: F401
+    from sage_agents.sft import Perturbation, collect_expert_turns
+    from sage_envs.domains.alfworld import AlfworldExpert
+
+    class Sloppy:
+        """Sends the expert's command, or on a third of the turns a random admissible one."""
+
+        def __init__(self):
+            self.rng, self.expert, self.sent = random.Random(3), AlfworldExpert(use_skills=False), []
+
+        def reset(self):
+            self.expert.reset()
+
+        def act(self, obs, info):
+            action = self.expert.act(obs, info)
+            if self.rng.random() < 1 / 3:
+                action = self.rng.choice(info["admissible_commands"])
+                self.expert.override(action)
+            self.sent.append(action)
+            return action
+
+    env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", max_steps_per_task=30)
+    learner = Sloppy()
+    expert = AlfworldExpert(use_skills=False)
+    turns = collect_expert_turns(env, expert, range(6), only_successful=False, learner=learner)
+    assert len(turns) == len(learner.sent)  # every turn a pair, whoever failed the task
+    labels = [t.action for t in turns]
+    assert all(t.action in t.admissible for t in turns)  # the expert's commands
+    differ = sum(label != sent for label, sent in zip(labels, learner.sent, strict=True))
+    assert 0.1 * len(turns) < differ < 0.5 * len(turns)  # its own command on the learner's good turns
+    # each turn's history holds what the learner sent, not the labels
+    earlier = [action for t in turns for action in t.earlier]
+    assert set(earlier) <= set(learner.sent) and set(earlier) - set(labels)
+    # a learner that plays as the expert does gives the expert's own pairs
+    own = collect_expert_turns(env, AlfworldExpert(use_skills=False), range(2), only_successful=False)
+    twin = collect_expert_turns(
+        env, AlfworldExpert(use_skills=False), range(2), only_successful=False, learner=AlfworldExpert(use_skills=False)
+    )
+    assert [(t.action, t.earlier) for t in twin] == [(t.action, t.earlier) for t in own]
+    with pytest.raises(ValueError, match="not both"):
+        collect_expert_turns(env, expert, range(1), perturbation=Perturbation(), learner=learner)
+    with pytest.raises(ValueError, match="override"):
+        collect_expert_turns(env, PlanExpert(), range(1), learner=learner)
+    env.close()

@@ -492,6 +492,29 @@ def test_sft_guidance_followed_adds_the_perturbed_turns_as_pairs_that_name_them(
         DemoConfig(sft_perturbation=0.0, sft_guidance_followed=0.5)
 
 
+def test_dagger_trains_the_sft_model_on_the_experts_labels_of_its_own_turns(tmp_path):
+    import torch
+
+    from sage_agents.models import load_policy
+
+    out = tmp_path / "demo"
+    cfg = DemoConfig(quick=True, output_dir=str(out), expert_chains=4)
+    cfg.sft_epochs, cfg.sft_dagger_chains, cfg.sft_dagger_epochs = 0.3, 2, 0.3  # after --quick's own settings
+    pairs = demo.expert_pairs(cfg, out)
+    sft = demo.sft_model(cfg, out, pairs)
+    dagger = demo.dagger_model(cfg, out, sft, pairs)
+    labelled = [json.loads(line) for line in (out / "dagger" / "pairs.jsonl").read_text().splitlines()]
+    metrics = json.loads((out / "dagger" / "metrics.json").read_text())
+    assert labelled and (metrics["dagger_pairs"], metrics["pairs"]) == (len(labelled), len(pairs))
+    assert not {p["prompt"] for p in labelled} & {p["prompt"] for p in pairs}  # other chains, the model's own turns
+    assert not [p for p in labelled if p["completion"].startswith(("call ", "skill "))]  # the plain mode's labels
+    before, after = load_policy(sft)[0], load_policy(dagger)[0]
+    moved = [not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters(), strict=True)]
+    assert dagger != sft and any(moved)
+    made = (dagger / "config.json").stat().st_mtime
+    assert demo.dagger_model(cfg, out, sft, pairs) == dagger and (dagger / "config.json").stat().st_mtime == made
+
+
 def test_sft_persistent_share_plays_the_last_expert_chains_with_a_library_kept_across_them(tmp_path):
     assert demo.expert_runs(60, 0.5) == [
         (range(0, 30), "chain"), (range(30, 55), "persistent"), (range(55, 60), "persistent")]  # fmt: skip

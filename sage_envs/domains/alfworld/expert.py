@@ -362,7 +362,8 @@ class _World:
     location: str = ""
     holding: str = ""
     treated: bool = False
-    placed: list[str] = field(default_factory=list)  # objects put in the goal receptacle
+    placed: list[str] = field(default_factory=list)  # objects of the task's type put in a receptacle of its place
+    wanted: tuple[str, str] = ("", "")  # the task's object type and place type (what ``placed`` counts)
     unusable: set[str] = field(default_factory=set)  # receptacles where a clean/heat/cool command did nothing
 
     def observe(self, command: str, feedback: str) -> None:
@@ -379,12 +380,14 @@ class _World:
             self.location = command[len("go to ") :]
         elif verb == "take":
             self.holding = command[len("take ") :].split(" from ", 1)[0]
+            self.treated = False  # a treatment was of the object held before
             for objects in self.contents.values():
                 if self.holding in objects:
                     objects.remove(self.holding)
         elif self.holding and put_grammar(command):
             self.contents.setdefault(self.location, []).append(self.holding)
-            self.placed.append(self.holding)
+            if (kind_of(self.holding), kind_of(self.location)) == self.wanted:
+                self.placed.append(self.holding)
             self.holding = ""
         elif verb in APPLIANCES:
             self.treated = True
@@ -531,6 +534,7 @@ class AlfworldExpert:
         self._goal = parse_task(task) if task else None
         self._world = _World()
         self._world.receptacles = opening_receptacles(opening)
+        self._world.wanted = (self._goal.obj, self._goal.place) if self._goal else ("", "")
         self._target = ""
         self._tried: set[tuple[str, ...]] = set()  # skill calls already sent in this task
         self._call: tuple[str, tuple[str, ...]] = ("", ())  # the skill call of the last turn: name, arguments
@@ -659,6 +663,10 @@ class AlfworldExpert:
         if goal is None:
             return "look"
         stage = self._stage()
+        if stage == "find" and world.holding:  # holding another object (sent by someone else): put it down first
+            drop = next((c for c in admissible if put_grammar(c) and f" {world.holding} " in f" {c} "), "")
+            if drop:
+                return drop
         if stage == "find":
             obj, recep = world.where_is(goal.obj, self._avoid())
             if not recep:
