@@ -599,6 +599,11 @@ class PolicyAgent:
         """The action text for ``env.step``."""
         return self.act_batch([observation], [info])[0]
 
+    def override(self, action: str, slot: int = 0) -> None:
+        """The action sent for ``slot``'s latest observation was ``action``, not the one returned (history keeps it)."""
+        observation, _ = self._last[slot]
+        self._last[slot] = (observation, action)
+
     def act_batch(
         self,
         observations: Sequence[dict[str, str]],

@@ -187,6 +187,7 @@ def collect_expert_turns(
     perturbation: Perturbation | None = None,
     keep_perturbed: bool = False,
     learner: Any = None,
+    expert_share: float = 0.0,
 ) -> list[ExpertTurn]:
     """Play ``chains`` with ``expert`` and record every turn (arguments: :func:`collect_expert_pairs`).
 
@@ -198,6 +199,11 @@ def collect_expert_turns(
         raise ValueError(
             f"a Perturbation or a learner needs an expert that can be told what was sent instead of its action (an "
             f"override(action) method); {type(expert).__name__} has none: pass perturbation=None, learner=None."
+        )
+    if learner is not None and expert_share and not hasattr(learner, "override"):
+        raise ValueError(
+            f"an expert_share needs a learner that can be told the expert's action was sent instead of its own (an "
+            f"override(action) method); {type(learner).__name__} has none."
         )
     if perturbation is not None and learner is not None:
         raise ValueError("collect_expert_turns: a perturbation or a learner, not both (a learner sends every action).")
@@ -215,6 +221,9 @@ def collect_expert_turns(
             admissible = list(info.get("admissible_commands", []))
             if learner is not None:  # DAgger: the learner's action is sent, the expert's is the turn's label
                 action = learner.act(obs, info)
+                if expert_share and rng.random() < expert_share:
+                    learner.override(label)
+                    action = label
                 task_turns.append(ExpertTurn(obs, list(history), admissible, label))
             else:
                 noise = None
@@ -253,6 +262,7 @@ def collect_expert_pairs(
     advise: Callable[[str, Sequence[str], str], Any] | None = None,
     perturbation: Perturbation | None = None,
     learner: Any = None,
+    expert_share: float = 0.0,
 ) -> list[dict[str, str]]:
     """Play ``chains`` with ``expert`` and record one ``{"prompt", "completion"}`` pair per turn.
 
@@ -277,6 +287,9 @@ def collect_expert_pairs(
             Learning"), whose pairs cover the states the learner's own mistakes lead to. The expert needs an
             ``override`` method; not with ``perturbation``. With ``only_successful=False`` the turns of the tasks
             the learner failed are kept too: their labels are the expert's whatever came of the learner's play.
+        expert_share: with a ``learner``, the share of turns on which the expert's action is sent instead (DAgger's
+            beta; the learner, told through its ``override``, keeps it in its history): fewer turns in states that
+            only the learner's repeated mistakes reach.
 
     Returns:
         A list of prompt/completion dicts (TRL's prompt-completion dataset format).
@@ -286,6 +299,7 @@ def collect_expert_pairs(
     turns = collect_expert_turns(
         env, expert, chains, seed=seed, only_successful=only_successful, max_turns=max_turns,
         perturbation=perturbation, keep_perturbed=guidance is not None and guidance.followed > 0, learner=learner,
+        expert_share=expert_share,
     )  # fmt: skip
     if guidance is not None:
         turns = add_guidance(turns, guidance, advise)

@@ -185,6 +185,9 @@ class DemoConfig:
     of the chains its own expert data came from: its mistakes lead it to states no expert turn shows. 0: off."""
     sft_dagger_epochs: float = 1.0
     """With ``sft_dagger_chains``: passes over the expert's and the DAgger pairs together after SFT."""
+    sft_dagger_expert_share: float = 0.0
+    """With ``sft_dagger_chains``: the share of the DAgger turns on which the expert's action is sent instead of
+    the model's (DAgger's beta)."""
     sft_persistent_share: float = 0.0
     """Share of the skill-mode expert chains played with one library kept across runs of
     :data:`PERSISTENT_RUN_CHAINS` chains (``library_scope="persistent"``; the rest start each chain empty), so that
@@ -561,7 +564,8 @@ def expert_mode_pairs(cfg: DemoConfig, skills: str, learner: Path | None = None)
         from sage_agents.policy import make_policy_agent
 
         runs = [(range(cfg.expert_chains, cfg.expert_chains + cfg.sft_dagger_chains), "chain")]
-        data.update(learner=make_policy_agent(str(learner), **cfg.policy_kwargs), only_successful=False)
+        agent = make_policy_agent(str(learner), **cfg.policy_kwargs)
+        data.update(learner=agent, expert_share=cfg.sft_dagger_expert_share, only_successful=False)
     pairs = []
     for chains, scope in runs:
         if cfg.sft_perturbation and hasattr(expert, "override") and learner is None:

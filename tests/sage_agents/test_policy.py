@@ -330,6 +330,9 @@ def test_policy_agent_history_and_tokens(tiny):
     agent.act(OBS, info)  # a new task clears the history
     assert agent._histories[0] == []
     assert agent.tokens_generated > 0
+    agent.override("look")  # another action was sent for that observation: the history keeps that one
+    agent.act({**OBS, "observation": "third"}, {**info, "new_task": False})
+    assert agent._histories[0] == [(OBS["observation"], "look")]
 
 
 def test_policy_agent_histories_follow_slots_not_positions(tiny):

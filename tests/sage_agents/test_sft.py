@@ -399,6 +399,10 @@ def test_a_learner_sends_every_action_and_the_expert_labels_every_turn():
             self.sent.append(action)
             return action
 
+        def override(self, action):
+            self.sent[-1] = action
+            self.expert.override(action)
+
     env = gym.make("SageChain-ALFWorld-v0", split="train", skills="none", max_steps_per_task=30)
     learner = Sloppy()
     expert = AlfworldExpert(use_skills=False)
@@ -417,6 +421,15 @@ def test_a_learner_sends_every_action_and_the_expert_labels_every_turn():
         env, AlfworldExpert(use_skills=False), range(2), only_successful=False, learner=AlfworldExpert(use_skills=False)
     )
     assert [(t.action, t.earlier) for t in twin] == [(t.action, t.earlier) for t in own]
+    # DAgger's beta: the expert's action sent on a share of the turns (the learner told), all of them at 1
+    always = collect_expert_turns(env, expert, range(2), only_successful=False, learner=Sloppy(), expert_share=1.0)
+    assert [(t.action, t.earlier) for t in always] == [(t.action, t.earlier) for t in own]
+    half = Sloppy()
+    turns = collect_expert_turns(env, expert, range(6), only_successful=False, learner=half, expert_share=0.5)
+    differ_half = sum(t.action != sent for t, sent in zip(turns, half.sent, strict=True))
+    assert 0 < differ_half < differ  # fewer turns where the learner's own slip was sent
+    with pytest.raises(ValueError, match="override"):
+        collect_expert_turns(env, expert, range(1), learner=PlanExpert(), expert_share=0.5)
     with pytest.raises(ValueError, match="not both"):
         collect_expert_turns(env, expert, range(1), perturbation=Perturbation(), learner=learner)
     with pytest.raises(ValueError, match="override"):
