@@ -47,7 +47,7 @@ def main() -> None:
         sft = dagger_model(cfg, out, sft, pairs)
         metrics = json.loads((out / "dagger" / "metrics.json").read_text())
         print(f"DAgger: {metrics['dagger_pairs']} labelled turns of {cfg.sft_dagger_chains} chains; mean loss "
-              f"{metrics['train_loss']:.3f} over {cfg.sft_dagger_epochs} passes in {metrics['wall_seconds']:.0f} s")  # fmt: skip
+              f"{metrics['train_loss']:.3f} in {metrics['wall_seconds']:.0f} s")  # fmt: skip
     agent, kwargs, env_kwargs = agent_entries(cfg, sft, {})["sft"]
     for greedy in (True, False):
         way = "greedy" if greedy else "sampled"

@@ -505,3 +505,22 @@ def test_sft_stage_trains_the_demos_sft_model_and_plays_it_greedy_and_sampled(tm
     model = (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime
     run_main("sft_stage", argv, monkeypatch, capsys)  # a rerun finds both stages finished
     assert (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime == model
+
+
+def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp_path, monkeypatch, capsys):
+    soap = "FloorPlan1/valid_unseen-000001-0/pick_clean_then_place_in_recep-SoapBar-None-Toilet"
+    mug = "pick_heat_then_place_in_recep-Mug-None-CounterTop/trial_T2019"  # an official game's id
+    episodes = [
+        {"task_ids": [soap, mug], "success": [False, True], "actions": [
+            ["go to shelf 1", "take candle 1 from shelf 1", "move candle 1 to shelf 1", "take soapbar 2 from shelf 1"],
+            ["take mug 3 from countertop 2", "heat mug 3 with microwave 1", "put mug 3 in/on countertop 1"],
+        ]},
+        {"task_ids": [soap], "success": [False], "actions": [["take cloth 1 from sinkbasin 1", "go to toilet 1"]]},
+    ]  # fmt: skip
+    log = tmp_path / "agent.episodes.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    out = run_main("objects_taken", [str(log)], monkeypatch, capsys)
+    # 3 tasks, 1 won; 2 took another object (both lost); 1 lost without the soap; 1 turn put the candle back
+    assert f"| {log} | 3 | 1 | 2 (66.7%) | 2 | 1 | 1 |" in out.splitlines()
+    with pytest.raises(ValueError, match="not an ALFWorld task id"):
+        load("objects_taken").task_object("tw-cooking-recipe-1")
