@@ -200,6 +200,8 @@ def collect_expert_turns(
             f"a Perturbation or a learner needs an expert that can be told what was sent instead of its action (an "
             f"override(action) method); {type(expert).__name__} has none: pass perturbation=None, learner=None."
         )
+    if not 0 <= expert_share <= 1:
+        raise ValueError(f"expert_share={expert_share} is a share of turns: 0 to 1.")
     if learner is not None and expert_share and not hasattr(learner, "override"):
         raise ValueError(
             f"an expert_share needs a learner that can be told the expert's action was sent instead of its own (an "

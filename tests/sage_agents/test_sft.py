@@ -430,6 +430,8 @@ def test_a_learner_sends_every_action_and_the_expert_labels_every_turn():
     assert 0 < differ_half < differ  # fewer turns where the learner's own slip was sent
     with pytest.raises(ValueError, match="override"):
         collect_expert_turns(env, expert, range(1), learner=PlanExpert(), expert_share=0.5)
+    with pytest.raises(ValueError, match="share of turns"):
+        collect_expert_turns(env, expert, range(1), learner=learner, expert_share=1.5)
     with pytest.raises(ValueError, match="not both"):
         collect_expert_turns(env, expert, range(1), perturbation=Perturbation(), learner=learner)
     with pytest.raises(ValueError, match="override"):
