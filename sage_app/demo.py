@@ -36,7 +36,7 @@ import copy
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -507,9 +507,11 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
     The two modes' chains are independent (each its own seeds), so with ``cfg.workers > 1`` they are played at once
     in spawned processes (``leaderboard.evaluate.worker_pool``); the pairs are the same either way.
     """
-    path = out / "expert" / "pairs.jsonl"
-    if path.exists():
-        return [json.loads(line) for line in path.read_text().splitlines()]
+    return cached_pairs(out / "expert" / "pairs.jsonl", lambda: both_modes_pairs(cfg))
+
+
+def both_modes_pairs(cfg: DemoConfig) -> list[dict[str, str]]:
+    """The expert's pairs with skills, then without (:func:`expert_mode_pairs`), the modes at once with 2 workers."""
     modes = ("program", "none")
     workers = min(cfg.workers, len(modes))
     if workers > 1:
@@ -519,7 +521,14 @@ def expert_pairs(cfg: DemoConfig, out: Path) -> list[dict[str, str]]:
             per_mode = list(pool.map(expert_mode_pairs, [cfg] * len(modes), modes))
     else:
         per_mode = [expert_mode_pairs(cfg, skills) for skills in modes]
-    pairs = [pair for mode_pairs in per_mode for pair in mode_pairs]
+    return [pair for mode_pairs in per_mode for pair in mode_pairs]
+
+
+def cached_pairs(path: Path, make: Callable[[], list[dict[str, str]]]) -> list[dict[str, str]]:
+    """The pairs in the JSONL file ``path``, or ``make()``'s, written there whole or not at all (a stage's cache)."""
+    if path.exists():
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    pairs = make()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(p) + "\n" for p in pairs))
@@ -597,7 +606,7 @@ def expert_runs(num_chains: int, persistent_share: float) -> list[tuple[range, s
 def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     """Stage 2: the tiny model warm-started on the expert pairs (``sft/model``)."""
     from sage_agents.models import build_tiny_model, build_tokenizer, count_parameters
-    from sage_agents.sft import reweight_pairs, sft_warm_start
+    from sage_agents.sft import reweight_pairs
 
     path = out / "sft" / "model"
     if (path / "config.json").exists():
@@ -607,16 +616,8 @@ def sft_model(cfg: DemoConfig, out: Path, pairs: list[dict[str, str]]) -> Path:
     model, tokenizer = build_tiny_model(
         tokenizer, hidden=cfg.tiny_hidden, layers=cfg.tiny_layers, seed=cfg.seed, env_id=cfg.env_id
     )
-    start = time.perf_counter()
-    metrics = sft_warm_start(
-        model, tokenizer, pairs, output_dir=str(out / "sft" / "trl"), epochs=cfg.sft_epochs, lr=cfg.sft_lr,
-        batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, bf16=cfg.sft_bf16,
-        completion_only=cfg.sft_completion_only,
-    )  # fmt: skip
-    metrics.update(parameters=count_parameters(model), pairs=len(pairs), wall_seconds=time.perf_counter() - start)
-    (out / "sft" / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    save_model(model, tokenizer, path)
-    return path
+    recorded = {"parameters": count_parameters(model), "pairs": len(pairs)}
+    return train_and_save(cfg, out / "sft", model, tokenizer, pairs, cfg.sft_epochs, recorded)
 
 
 def dagger_model(cfg: DemoConfig, out: Path, sft: Path, pairs: list[dict[str, str]]) -> Path:
@@ -626,39 +627,41 @@ def dagger_model(cfg: DemoConfig, out: Path, sft: Path, pairs: list[dict[str, st
     trains on the expert's ``pairs`` and those together from where SFT left it.
     """
     from sage_agents.models import load_policy
-    from sage_agents.sft import reweight_pairs, sft_warm_start
+    from sage_agents.sft import reweight_pairs
 
     path = out / "dagger" / "model"
     if (path / "config.json").exists():
         return path
-    cached = out / "dagger" / "pairs.jsonl"
-    if cached.exists():
-        labelled = [json.loads(line) for line in cached.read_text().splitlines()]
-    else:
-        labelled = expert_mode_pairs(cfg, "none", learner=sft)
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.with_suffix(".tmp").write_text("".join(json.dumps(p) + "\n" for p in labelled))
-        cached.with_suffix(".tmp").replace(cached)
+    labelled = cached_pairs(out / "dagger" / "pairs.jsonl", lambda: expert_mode_pairs(cfg, "none", learner=sft))
     model, tokenizer = load_policy(sft)
+    both = reweight_pairs(pairs + labelled, cfg.sft_action_weights, seed=cfg.seed)
+    recorded = {"pairs": len(pairs), "dagger_pairs": len(labelled)}
+    return train_and_save(cfg, out / "dagger", model, tokenizer, both, cfg.sft_dagger_epochs, recorded)
+
+
+def train_and_save(
+    cfg: DemoConfig, folder: Path, model: Any, tokenizer: Any, pairs: list[dict], epochs: float, recorded: dict
+) -> Path:
+    """Train ``model`` on ``pairs`` at the demo's SFT settings; returns ``folder/model``.
+
+    Writes ``folder/metrics.json`` (the trainer's, with ``recorded`` and the wall time), then ``folder/model`` whole or
+    not at all (a killed stage leaves none).
+    """
+    from sage_agents.sft import sft_warm_start
+
     start = time.perf_counter()
     metrics = sft_warm_start(
-        model, tokenizer, reweight_pairs(pairs + labelled, cfg.sft_action_weights, seed=cfg.seed),
-        output_dir=str(out / "dagger" / "trl"), epochs=cfg.sft_dagger_epochs, lr=cfg.sft_lr,
+        model, tokenizer, pairs, output_dir=str(folder / "trl"), epochs=epochs, lr=cfg.sft_lr,
         batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, bf16=cfg.sft_bf16,
         completion_only=cfg.sft_completion_only,
     )  # fmt: skip
-    metrics.update(pairs=len(pairs), dagger_pairs=len(labelled), wall_seconds=time.perf_counter() - start)
-    save_model(model, tokenizer, path)
-    (out / "dagger" / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    return path
-
-
-def save_model(model: Any, tokenizer: Any, path: Path) -> None:
-    """``save_pretrained`` both into ``path`` whole or not at all (a killed stage leaves no half-written model)."""
-    tmp = path.with_name(path.name + ".tmp")
+    metrics.update(recorded, wall_seconds=time.perf_counter() - start)
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    path, tmp = folder / "model", folder / "model.tmp"
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     tmp.replace(path)
+    return path
 
 
 def arm_label(cfg: DemoConfig, arm: str, seed: int) -> str:

@@ -18,7 +18,7 @@ the other: a skill is written for the game it is played in (:func:`skill_definit
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -663,11 +663,10 @@ class AlfworldExpert:
         if goal is None:
             return "look"
         stage = self._stage()
-        if stage == "find" and world.holding:  # holding another object (sent by someone else): put it down first
-            drop = next((c for c in admissible if put_grammar(c) and f" {world.holding} " in f" {c} "), "")
-            if drop:
-                return drop
         if stage == "find":
+            drop = next(self._put_commands(admissible), "")
+            if drop:  # holding another object (someone else sent its take): put it down here first
+                return drop
             obj, recep = world.where_is(goal.obj, self._avoid())
             if not recep:
                 return self._search_command(goal.obj, self._avoid())
@@ -696,10 +695,15 @@ class AlfworldExpert:
             return f"open {place}"
         if place not in world.contents:  # reached without a look at it (it shares the spot we came from)
             return f"examine {place}"
-        for command in admissible:
-            if put_grammar(command) and command.endswith(" " + place) and f" {world.holding} " in command:
+        for command in self._put_commands(admissible):
+            if command.endswith(" " + place):
                 return command
         return PUT_COMMANDS[self._grammar or "wheel"].format(obj=world.holding, place=place)
+
+    def _put_commands(self, admissible: Sequence[str]) -> Iterator[str]:
+        """The admissible commands that put down the object held (none when nothing is held)."""
+        held = self._world.holding
+        return (c for c in admissible if held and put_grammar(c) and f" {held} " in c)
 
     def _search_command(self, kind: str, exclude: Sequence[str]) -> str:
         """Next search command for an object of type ``kind``: open the closed receptacle here, or move on."""
