@@ -4,11 +4,13 @@
         --set expert_chains=200 --set history_turns=6 --set eval_split=valid
 
 ``--set KEY=VALUE`` sets a DemoConfig field (the value read as JSON, else as a string), as ``sage demo --set`` does;
-the stages are the demo's own (``expert_pairs``, ``sft_model``), so a finished stage is found and skipped on a
-rerun, and the model is the one ``sage demo`` would train at those settings. The ``sft`` entry then plays the first
+the stages are the demo's own (``expert_pairs``, ``sft_model``, and ``dagger_model`` with ``--set
+sft_dagger_chains=N``), so a finished stage is found and skipped on a rerun, and the model is the one ``sage demo``
+would train at those settings. The ``sft`` entry then plays the first
 ``--eval-chains`` chains of the evaluation split through the leaderboard evaluator twice: greedily (the leaderboard's
 protocol) and sampling at the policy's temperature, which shows what a policy that loops under greedy decoding
-can still do (and what RL would sample from). Prints the pairs, the SFT loss and time, and one line per way.
+can still do (and what RL would sample from). Prints the pairs, the SFT loss and time (and DAgger's), and one line
+per way.
 """
 
 from __future__ import annotations
