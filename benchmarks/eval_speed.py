@@ -5,6 +5,7 @@
     python benchmarks/eval_speed.py --model-path runs/demo/sage/checkpoints/step_0000006/model --skills program
     python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 32 --compare option-memo
     python benchmarks/eval_speed.py --model-path runs/demo/sft/model --chains 50 --compare pool --workers 2
+    python benchmarks/eval_speed.py --chains 16 --batch-sizes 16 --compare greedy --repeat 2
 
 ``leaderboard.evaluate.evaluate`` plays the same generated ``valid_unseen`` chains of ``SageChain-ALFWorld-v0``
 with the ``policy`` agent (constrained decoding, the demo's prompt) once per batch size, in one process
@@ -26,6 +27,10 @@ every constrained choice afresh (as before ``LLMPolicy.encode_option``) vs throu
 demo's stage 4 does: a new pool of workers per entry (each worker importing torch and transformers and loading its
 model) vs one :func:`leaderboard.evaluate.worker_pool` for all of them (``s`` = all entries, ``same`` = the
 first entry's chains).
+``--compare greedy``: one batch size, greedy decoding token by token vs by whole options (``LLMPolicy(option_greedy=
+...)``, the demo's); the runs alternate and ``s`` is each row's median. A trained model plays other chains each
+way (other actions, other turn counts: ``same`` says how many match); the random tiny default plays every task to
+the turn limit either way, the like-for-like cost per turn.
 """
 
 from __future__ import annotations
@@ -55,8 +60,8 @@ def main() -> None:
     parser.add_argument("--skills", choices=["none", "program"], default="none", help="the env's skills mode")
     parser.add_argument("--max-steps-per-task", type=int, default=10, help="turn limit per task")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--compare", choices=("batch", "option-memo", "pool"), default="batch")
-    parser.add_argument("--repeat", type=int, default=1, help="alternating rounds (option-memo, pool)")
+    parser.add_argument("--compare", choices=("batch", "option-memo", "pool", "greedy"), default="batch")
+    parser.add_argument("--repeat", type=int, default=1, help="alternating rounds (option-memo, pool, greedy)")
     parser.add_argument("--workers", type=int, default=1, help="evaluation worker processes per entry")
     parser.add_argument("--entries", type=int, default=3, help="agents evaluated in turn (--compare pool)")
     args = parser.parse_args()
@@ -75,14 +80,16 @@ def main() -> None:
             agent_kwargs["skill_templates"] = skill_templates(args.expert_skills)
         env_kwargs = {**demo.env_kwargs, "skills": args.skills, "max_steps_per_task": args.max_steps_per_task}
 
-        def run(label: str, batch: int, entries: int = 1, pool: Any = None) -> tuple[float, int, float]:
-            """Evaluate ``entries`` agents (the same model under other labels) in turn; the first one's actions."""
+        def run(label: str, batch: int, entries: int = 1, pool: Any = None, **policy: Any) -> tuple[float, int, float]:
+            """Evaluate ``entries`` agents (the same model under other labels) in turn; the first one's actions.
+
+            ``policy``: agent kwargs over the demo's."""
             start, chains = time.perf_counter(), 0
             for entry in range(entries):
                 config = EvalConfig(
                     agent="policy", label=f"policy-{entry}", split="valid_unseen", num_chains=args.chains,
-                    output=f"{tmp}/{label}", agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, batch_size=batch,
-                    workers=args.workers,
+                    output=f"{tmp}/{label}", agent_kwargs={**agent_kwargs, **policy}, env_kwargs=env_kwargs,
+                    batch_size=batch, workers=args.workers,
                 )  # fmt: skip
                 summary = evaluate(config, pool)
                 chains += summary["n_chains"]
@@ -103,6 +110,14 @@ def main() -> None:
                 with worker_pool(demo.env_id, args.workers) as pool:
                     spent, n, tgc = run("one pool", batch, args.entries, pool)
                 seconds["one pool"].append(spent)
+            rows = [(label, statistics.median(spent), n, tgc) for label, spent in seconds.items()]
+        elif args.compare == "greedy":
+            batch = args.batch_sizes[-1]
+            seconds = {"token by token": [], "whole options": []}
+            for _ in range(args.repeat):
+                for label in seconds:
+                    spent, n, tgc = run(label, batch, option_greedy=label == "whole options")
+                    seconds[label].append(spent)
             rows = [(label, statistics.median(spent), n, tgc) for label, spent in seconds.items()]
         else:
             batch, memo = args.batch_sizes[-1], LLMPolicy.encode_option

@@ -156,6 +156,8 @@ class TrainConfig:
     """Generation budget per turn (free generation)."""
     max_prompt_tokens: int = 1024
     """Oldest history turns are dropped until the prompt fits."""
+    option_greedy: bool = False
+    """Greedy constrained decoding picks each choice's likeliest whole option (``LLMPolicy``); sampling unchanged."""
     temperature: float = 1.0
     """Sampling temperature (also used for the training log-probs)."""
     top_p: float = 1.0
@@ -395,6 +397,8 @@ class TrainConfig:
         pattern = entity_pattern(self.env_id)
         if pattern != ENTITY_PATTERN:
             kwargs["entity_pattern"] = pattern
+        if self.option_greedy:  # likewise left out when off
+            kwargs["option_greedy"] = True
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:

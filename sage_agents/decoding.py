@@ -19,6 +19,7 @@ option: the first.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -235,6 +236,164 @@ def generate(
         allowed, text = (rows[b].allowed_log[:n], rows[b].text) if rows is not None else (None, None)
         results.append(Generated(row_tokens[:n], logp[b, :n].tolist(), allowed, text))
     return results
+
+
+@torch.no_grad()
+def greedy_options(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    plans: Sequence[Plan],
+    *,
+    encode: Callable[[str], Sequence[int]],
+    eos_id: int,
+    temperature: float = 1.0,
+) -> list[Generated]:
+    """Greedy constrained decoding by whole options: each choice of a plan takes its most likely option.
+
+    An option's score is the sum of its tokens' log-probs under the model's full-vocabulary softmax (EOS
+    included for an ending option), so every option is scored by what the model would write unconstrained:
+    the argmax of the model's own distribution over the choice's texts. Token-by-token greedy decoding
+    (:func:`generate` with ``greedy``) renormalises over the allowed tokens at each step instead, so its first
+    token commits before the rest is weighed: a model that would write ``take apple 1`` but sees no apple
+    still picks ``take`` when "take" is its likeliest first word, then whichever object is offered (docs/demo.md,
+    "Whole-option greedy decoding"). A choice with one option (a forced text) is taken without the model. The
+    returned ``logprobs`` are the restricted per-token ones, as :func:`generate` records them.
+
+    Args:
+        model: a Hugging Face causal LM (a DDP / accelerate wrapper is unwrapped).
+        prompt_ids: B prompts' token ids.
+        plans: one :data:`Plan` per prompt.
+        encode: text -> token ids (no special tokens).
+        eos_id: the EOS token id.
+        temperature: softmax temperature of the recorded log-probs (the choice ignores it, as greedy does).
+
+    Returns:
+        One :class:`Generated` per prompt.
+    """
+    model = getattr(model, "module", model)
+    rows = [ConstrainedRow(plan, encode, eos_id) for plan in plans]
+    taken: list[list[int]] = [[] for _ in rows]
+    logprobs: list[list[float]] = [[] for _ in rows]
+    while True:
+        choosing = []  # (row, its choice's option paths) of the rows at a choice with several options
+        for b, row in enumerate(rows):
+            while not row.done:
+                paths = _option_paths(row.node)
+                if len(paths) > 1:
+                    choosing.append((b, paths))
+                    break
+                for token in paths[0]:  # forced: every token has one allowed id, restricted log-prob 0
+                    row.advance(token)
+                    taken[b].append(token)
+                    logprobs[b].append(0.0)
+        if not choosing:
+            break
+        for group in _groups(choosing, [len(prompt_ids[b]) + len(taken[b]) for b, _ in choosing]):
+            prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in group]
+            logits = _option_logits(model, prefixes, [paths for _, paths in group])  # (N, L, V): every path
+            first = 0
+            for b, paths in group:
+                block = logits[first : first + len(paths)]
+                first += len(paths)
+                best = int(_path_scores(block, paths).argmax())
+                for token, step_logits in zip(paths[best], block[best], strict=False):
+                    allowed = rows[b].allowed()
+                    restricted = torch.log_softmax(step_logits[allowed].float() / temperature, -1)
+                    logprobs[b].append(restricted[allowed.index(token)].item())
+                    rows[b].advance(token)
+                    taken[b].append(token)
+    return [Generated(ids, lps, row.allowed_log, row.text) for ids, lps, row in zip(taken, logprobs, rows, strict=True)]
+
+
+OPTION_CACHE_TOKENS = 1 << 17
+"""Most prefix tokens (paths x prefix length) whose KV cache one forward of :func:`greedy_options` holds; the rows
+at a choice are split into groups under it (a row whose options alone exceed it is a group of its own)."""
+
+
+def _groups(choosing: list[tuple[int, list[list[int]]]], widths: list[int]) -> list[list[tuple[int, list[list[int]]]]]:
+    """``choosing`` in consecutive groups whose paths x prefix width stays under :data:`OPTION_CACHE_TOKENS`."""
+    groups: list[list[tuple[int, list[list[int]]]]] = [[]]
+    paths = width = 0
+    for item, prefix in zip(choosing, widths, strict=True):
+        if groups[-1] and (paths + len(item[1])) * max(width, prefix) > OPTION_CACHE_TOKENS:
+            groups.append([])
+            paths = width = 0
+        groups[-1].append(item)
+        paths, width = paths + len(item[1]), max(width, prefix)
+    return groups
+
+
+def _option_paths(node: _Node) -> list[list[int]]:
+    """The token paths from ``node`` to every option of its trie, in trie order."""
+    if node.option is not None:
+        return [[]]
+    return [[token, *rest] for token, child in node.children.items() for rest in _option_paths(child)]
+
+
+def _option_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
+    """(N, L, V) logits predicting each token of every path (N paths in all, L the longest) after its prefix.
+
+    ``paths[b]`` continue ``prefixes[b]``. The prefixes run once, as one left-padded batch whose KV cache is then
+    selected for each path (``batch_select_indices``); the paths run as one batch padded on the right (a pad after
+    a path's end changes none of its logits: attention is causal). A model that takes no cache runs every path
+    with its whole prefix.
+    """
+    device = next(model.parameters()).device
+    owner = torch.tensor([b for b, own in enumerate(paths) for _ in own], device=device)  # (N,) each path's prefix
+    flat = [path for own in paths for path in own]
+    longest, width = max(len(path) for path in flat), max(len(prefix) for prefix in prefixes)
+    ids = torch.zeros(len(prefixes), width, dtype=torch.long, device=device)  # (B, W) left-padded
+    mask = torch.zeros_like(ids)
+    for b, prefix in enumerate(prefixes):
+        ids[b, width - len(prefix) :] = torch.tensor(list(prefix), device=device)
+        mask[b, width - len(prefix) :] = 1
+    tail = torch.tensor([[*path, *[path[0]] * (longest - len(path))] for path in flat], device=device)[:, :-1]
+    tail_mask = torch.ones_like(tail)  # (N, L - 1): every path token but the last is input
+    tail_positions = mask.sum(-1)[owner, None] + torch.arange(longest - 1, device=device)  # (N, L - 1)
+    name = cache_argument(model)
+    if name is None:
+        whole = torch.cat([mask[owner], tail_mask], 1)  # (N, W + L - 1)
+        positions = (whole.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=torch.cat([ids[owner], tail], 1), attention_mask=whole, position_ids=positions)
+        return out.logits[:, width - 1 :]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0), use_cache=True)
+    last = out.logits[owner, -1:]  # (N, 1, V): predicts each path's first token
+    if longest == 1:
+        return last
+    cache = getattr(out, name)
+    cache.batch_select_indices(owner)  # each path's copy of its prefix
+    whole = torch.cat([mask[owner], tail_mask], 1)
+    rest = model(input_ids=tail, attention_mask=whole, position_ids=tail_positions, **{name: cache}).logits
+    return torch.cat([last, rest], 1)
+
+
+def _path_scores(logits: Any, paths: Sequence[Sequence[int]]) -> Any:
+    """(K,) the sum of each path's tokens' full-vocabulary log-probs; ``logits`` (K, >= longest, V)."""
+    logp = torch.log_softmax(logits.float(), -1)
+    longest = max(len(path) for path in paths)
+    tokens = torch.tensor([[*path, *[0] * (longest - len(path))] for path in paths], device=logits.device)
+    real = torch.tensor([[i < len(path) for i in range(longest)] for path in paths], device=logits.device)
+    return (logp[:, :longest].gather(-1, tokens[..., None]).squeeze(-1) * real).sum(-1)
+
+
+def forward_parameters(model: Any) -> Any:
+    """The ``forward`` parameters of the causal LM under ``model`` (DDP and peft wrappers take ``**kwargs``)."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
+    return inspect.signature(inner.forward).parameters
+
+
+def cache_argument(model: Any) -> str | None:
+    """The name the causal LM under ``model`` takes a KV cache by, or None where a prefix cannot be shared.
+
+    None also under activation checkpointing in training: the checkpointed layers drop the cache.
+    """
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    checkpointed = any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules())
+    if checkpointed and inner.training and torch.is_grad_enabled():
+        return None
+    names = forward_parameters(model)
+    return next((name for name in ("cache", "past_key_values") if name in names), None)
 
 
 def allowed_mask(

@@ -24,7 +24,6 @@ log-probs and training log-probs agree up to float error.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -275,6 +274,9 @@ class LLMPolicy:
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
+        option_greedy: greedy constrained decoding takes each choice's most likely option as a whole (its tokens'
+            full-vocabulary log-probs summed: :func:`~sage_agents.decoding.greedy_options`) instead of the most
+            likely allowed token at each step; sampling is unchanged. False: token by token, as every run before it.
     """
 
     def __init__(
@@ -298,6 +300,7 @@ class LLMPolicy:
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
+        option_greedy: bool = False,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.tokenizer.padding_side = "left"
@@ -313,6 +316,7 @@ class LLMPolicy:
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.option_greedy = option_greedy
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self._option_ids: dict[str, tuple[int, ...]] = {}  # encode_option's memo
@@ -438,11 +442,17 @@ class LLMPolicy:
         ``commands``: each prompt's admissible commands, which parse as commands whatever their characters.
         """
         prompt_ids = [self.encode(p) for p in prompts]
-        rows = decoding.generate(
-            self.model, prompt_ids, eos_id=self.eos_id, pad_id=self.pad_id, greedy=greedy,
-            temperature=self.temperature, top_p=self.top_p, plans=plans, encode=self.encode_option,
-            max_new_tokens=self.max_new_tokens if plans is None else MAX_CONSTRAINED_TOKENS,
-        )  # fmt: skip
+        if greedy and plans is not None and self.option_greedy:
+            rows = decoding.greedy_options(
+                self.model, prompt_ids, plans, encode=self.encode_option, eos_id=self.eos_id,
+                temperature=self.temperature,
+            )  # fmt: skip
+        else:
+            rows = decoding.generate(
+                self.model, prompt_ids, eos_id=self.eos_id, pad_id=self.pad_id, greedy=greedy,
+                temperature=self.temperature, top_p=self.top_p, plans=plans, encode=self.encode_option,
+                max_new_tokens=self.max_new_tokens if plans is None else MAX_CONSTRAINED_TOKENS,
+            )  # fmt: skip
         results = []
         for ids, row, adm in zip(prompt_ids, rows, commands or [()] * len(rows), strict=True):
             text = row.text  # constrained: the options' own texts, whatever the tokenizer decodes them to
@@ -451,13 +461,6 @@ class LLMPolicy:
             action = parse_action(text, adm)
             results.append(Completion(ids, row.completion_ids, row.logprobs, text, action, row.allowed))
         return results
-
-
-def _forward_parameters(model: Any) -> Any:
-    """The ``forward`` parameters of the causal LM under ``model`` (DDP and peft wrappers take ``**kwargs``)."""
-    inner = getattr(model, "module", model)  # DistributedDataParallel
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
-    return inspect.signature(inner.forward).parameters
 
 
 def shared_prefix_length(prompt_ids: Sequence[Sequence[int]]) -> int:
@@ -471,19 +474,6 @@ def shared_prefix_length(prompt_ids: Sequence[Sequence[int]]) -> int:
     for other in prompt_ids[1:]:
         length = next((i for i in range(length) if other[i] != first[i]), length)
     return max(length, 0)
-
-
-def _cache_argument(model: Any) -> str | None:
-    """The name the causal LM under ``model`` takes a KV cache by, or None where a prefix cannot be shared.
-
-    None also under activation checkpointing in training: the checkpointed layers drop the cache.
-    """
-    inner = getattr(model, "module", model)  # DistributedDataParallel
-    checkpointed = any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules())
-    if checkpointed and inner.training and torch.is_grad_enabled():
-        return None
-    names = _forward_parameters(model)
-    return next((name for name in ("cache", "past_key_values") if name in names), None)
 
 
 def completion_logprobs(
@@ -519,7 +509,7 @@ def completion_logprobs(
         that enter a loss (real and not forced), and (B, T) token entropies (or None).
     """
     device = next(model.parameters()).device
-    cache_name = _cache_argument(model) if share_prefix and len(prompt_ids) > 1 else None
+    cache_name = decoding.cache_argument(model) if share_prefix and len(prompt_ids) > 1 else None
     shared = shared_prefix_length(prompt_ids) if cache_name else 0
     rows = [list(p[shared:]) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
     width = max(len(r) for r in rows)
@@ -531,7 +521,7 @@ def completion_logprobs(
         attn[i, width - len(r) :] = 1
     position_ids = shared + (attn.cumsum(-1) - 1).clamp(min=0)  # (B, L)
     keep = min(tmax + 1, width)  # the positions that predict a completion token (+1 if a prompt is empty)
-    head = {"logits_to_keep": keep} if "logits_to_keep" in _forward_parameters(model) else {}
+    head = {"logits_to_keep": keep} if "logits_to_keep" in decoding.forward_parameters(model) else {}
     prefix = {}
     if shared:
         one = torch.tensor([list(prompt_ids[0][:shared])], device=device)  # (1, C)

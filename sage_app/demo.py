@@ -243,6 +243,13 @@ class DemoConfig:
     typed_arguments: bool = True
     """SAGE's skill-call arguments take only values of a type the task or the parameter names (``place`` in "put
     a pen in shelf" -> ``shelf 1``, not ``garbagecan 1``; ``LLMPolicy(typed_arguments=...)``)."""
+    option_greedy: bool = True
+    """Greedy evaluation takes each constrained choice's most likely whole option (``LLMPolicy(option_greedy=...)``,
+    ``decoding.greedy_options``), not the likeliest allowed token step by step; RL samples as before. False: every
+    demo before it. Token-by-token greedy commits to a command's first word before weighing its object: the
+    demo's SFT model chose ``take`` at 213 of 293 turns where the expert walked past objects the task does not
+    name, whole options at 1, and its TGC on 20 valid_unseen chains went 25% -> 50% (docs/demo.md, "Whole-option
+    greedy decoding")."""
 
     reskill_min_reservoir: int = 32
     """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``,
@@ -434,6 +441,7 @@ class DemoConfig:
             "show_admissible": self.show_admissible,
             "skill_descriptions": False,  # signatures only: the names and parameters say what a tiny model can use
             "typed_arguments": self.typed_arguments,
+            **({"option_greedy": True} if self.option_greedy else {}),  # absent when off: earlier runs' hashes hold
         }
 
     @property

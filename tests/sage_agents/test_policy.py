@@ -1,8 +1,10 @@
 import copy
+import types
 
 import pytest
 import torch
 
+from sage_agents import decoding
 from sage_agents.decoding import ConstrainedRow, Option, call_plan
 from sage_agents.policy import (
     LLMPolicy,
@@ -340,8 +342,8 @@ def test_policy_agent_histories_follow_slots_not_positions(tiny):
     policy = LLMPolicy(model, tok, constrained=True, history_turns=3)
     seen = []
     original = policy.act_batch
-    policy.act_batch = lambda obs, infos, histories, greedy: seen.append(histories) or original(
-        obs, infos, histories, greedy=greedy
+    policy.act_batch = lambda obs, infos, histories, greedy: (
+        seen.append(histories) or original(obs, infos, histories, greedy=greedy)
     )
     agent = PolicyAgent(policy)
     start, later = {"admissible_commands": ADM, "new_task": True}, {"admissible_commands": ADM, "new_task": False}
@@ -393,3 +395,83 @@ def test_a_history_shorter_than_the_window_is_shown_whole(tiny):
     prompt = LLMPolicy(model, tok, history_turns=3).prompt(OBS, history, ADM)
     assert "History:\nyou see drawer 0\n> examine drawer 0\nyou see drawer 1" in prompt
     assert "Earlier" not in prompt
+
+
+@torch.no_grad()
+def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
+    """The text :func:`greedy_options` must produce: at each choice, the option whose tokens (EOS if it ends) have
+    the largest full-vocabulary log-prob sum, each option scored by its own uncached forward."""
+    ids, text, choice = list(prompt_ids), "", next(plan)
+    while True:
+        scores = []
+        for option in choice:
+            tokens = [*encode(option.text), *[eos_id] * option.ends]
+            logits = model(input_ids=torch.tensor([ids + tokens])).logits[0, len(ids) - 1 : -1]
+            scores.append(float(torch.log_softmax(logits, -1)[torch.arange(len(tokens)), tokens].sum()))
+        best = choice[max(range(len(choice)), key=scores.__getitem__)]
+        text, ids = text + best.text, ids + list(encode(best.text))
+        if best.ends:
+            return text
+        try:
+            choice = plan.send(best.text)
+        except StopIteration:
+            return text
+
+
+@pytest.mark.parametrize("way", ["one forward", "a group per row", "no cache"])
+@pytest.mark.parametrize("obs", [OBS, SKILLS_OBS], ids=["commands", "commands-and-calls"])
+def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way, monkeypatch):
+    model, tok = tiny
+    if way == "a group per row":
+        monkeypatch.setattr(decoding, "OPTION_CACHE_TOKENS", 1)
+    if way == "no cache":  # every path runs with its whole left-padded prefix
+        monkeypatch.setattr(decoding, "cache_argument", lambda model: None)
+    policy = LLMPolicy(model, tok, constrained=True, option_greedy=True)
+    info = {"admissible_commands": ADM}
+    outs = policy.act_batch(
+        [obs, {**obs, "task": "put the key in box 3"}], [info] * 2, [[], [("x", "look")]], greedy=True
+    )
+    values = argument_options(obs["task"], obs["observation"], ADM)
+    calls = [("call fetch(", [values, values])] if obs is SKILLS_OBS else []
+    for out in outs:
+        expected = option_greedy_by_brute_force(
+            model, out.prompt_ids, call_plan(ADM, calls), policy.encode_option, tok.eos_token_id
+        )
+        assert out.text == expected and out.completion_ids[-1] == tok.eos_token_id
+    assert_trained_logprobs_are_the_sampled_ones(model, tok, outs)  # recorded log-probs: the restricted ones
+
+
+class NextWordLM(torch.nn.Module):
+    """A causal LM without a KV cache whose next-token logits depend on the last token only (``table``)."""
+
+    def __init__(self, vocab_size, table):
+        super().__init__()
+        self.vocab_size, self.table = vocab_size, table
+        self.weight = torch.nn.Parameter(torch.zeros(1))  # a device for the decoder to read
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None):
+        logits = torch.full((*input_ids.shape, self.vocab_size), -20.0)
+        for token, probs in self.table.items():
+            for nxt, p in probs.items():
+                logits[input_ids == token, nxt] = float(torch.tensor(p).log())
+        return types.SimpleNamespace(logits=logits)
+
+
+def test_option_greedy_weighs_the_whole_command_where_token_greedy_commits_to_its_first_word(tiny):
+    """The SFT model's failure it fixes: "take" is the likeliest first word, but the object the model would take
+    is not offered; the walk on is likelier as a whole."""
+    _, tok = tiny
+    encode = lambda text: tok(text, add_special_tokens=False).input_ids  # noqa: E731
+    commands = ["take soapbar 1", "go to box 1", "go to box 2"]
+    (take, soapbar, one), (go, to, box, _), (*_, two) = (encode(c) for c in commands)
+    prompt, eos = encode("look"), tok.eos_token_id
+    assert len({take, soapbar, one, go, to, box, two, *prompt, eos}) == 9  # nine tokens the tokenizer tells apart
+    table = {
+        prompt[-1]: {take: 0.6, go: 0.4},
+        take: {tok.convert_tokens_to_ids("apple"): 0.9, soapbar: 0.1},  # it would take an apple; a soapbar is here
+        go: {to: 1.0}, to: {box: 1.0}, box: {one: 0.5, two: 0.5}, soapbar: {one: 1.0}, one: {eos: 1.0}, two: {eos: 1.0},
+    }  # fmt: skip
+    model = NextWordLM(len(tok), table)
+    [out] = decoding.greedy_options(model, [prompt], [call_plan(commands, [])], encode=encode, eos_id=eos)
+    assert out.text == "go to box 1"  # 0.4 * 0.5 = 0.2 as a whole, against take soapbar 1's 0.6 * 0.1 = 0.06
+    assert out.logprobs[0] == pytest.approx(float(torch.tensor(0.4).log()), abs=1e-4)  # "go" among {take, go}
