@@ -288,39 +288,20 @@ def greedy_options(
                     logprobs[b].append(0.0)
         if not choosing:
             break
-        for group in _groups(choosing, [len(prompt_ids[b]) + len(taken[b]) for b, _ in choosing]):
-            prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in group]
-            logits = _option_logits(model, prefixes, [paths for _, paths in group])  # (N, L, V): every path
-            first = 0
-            for b, paths in group:
-                block = logits[first : first + len(paths)]
-                first += len(paths)
-                best = int(_path_scores(block, paths).argmax())
-                for token, step_logits in zip(paths[best], block[best], strict=False):
-                    allowed = rows[b].allowed()
-                    restricted = torch.log_softmax(step_logits[allowed].float() / temperature, -1)
-                    logprobs[b].append(restricted[allowed.index(token)].item())
-                    rows[b].advance(token)
-                    taken[b].append(token)
+        prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
+        logits = _option_logits(model, prefixes, [paths for _, paths in choosing])  # (N, L, V): every path
+        first = 0
+        for b, paths in choosing:
+            block = logits[first : first + len(paths)]
+            first += len(paths)
+            best = int(_path_scores(block, paths).argmax())
+            for token, step_logits in zip(paths[best], block[best], strict=False):
+                allowed = rows[b].allowed()
+                restricted = torch.log_softmax(step_logits[allowed].float() / temperature, -1)
+                logprobs[b].append(restricted[allowed.index(token)].item())
+                rows[b].advance(token)
+                taken[b].append(token)
     return [Generated(ids, lps, row.allowed_log, row.text) for ids, lps, row in zip(taken, logprobs, rows, strict=True)]
-
-
-OPTION_CACHE_TOKENS = 1 << 17
-"""Most prefix tokens (paths x prefix length) whose KV cache one forward of :func:`greedy_options` holds; the rows
-at a choice are split into groups under it (a row whose options alone exceed it is a group of its own)."""
-
-
-def _groups(choosing: list[tuple[int, list[list[int]]]], widths: list[int]) -> list[list[tuple[int, list[list[int]]]]]:
-    """``choosing`` in consecutive groups whose paths x prefix width stays under :data:`OPTION_CACHE_TOKENS`."""
-    groups: list[list[tuple[int, list[list[int]]]]] = [[]]
-    paths = width = 0
-    for item, prefix in zip(choosing, widths, strict=True):
-        if groups[-1] and (paths + len(item[1])) * max(width, prefix) > OPTION_CACHE_TOKENS:
-            groups.append([])
-            paths = width = 0
-        groups[-1].append(item)
-        paths, width = paths + len(item[1]), max(width, prefix)
-    return groups
 
 
 def _option_paths(node: _Node) -> list[list[int]]:
@@ -330,41 +311,94 @@ def _option_paths(node: _Node) -> list[list[int]]:
     return [[token, *rest] for token, child in node.children.items() for rest in _option_paths(child)]
 
 
+TREE_ATTENTION = ("sdpa", "eager")
+"""Attention implementations that take a custom 4D additive mask, hence :func:`_option_logits`' tree attention."""
+
+
 def _option_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
     """(N, L, V) logits predicting each token of every path (N paths in all, L the longest) after its prefix.
 
-    ``paths[b]`` continue ``prefixes[b]``. The prefixes run once, as one left-padded batch whose KV cache is then
-    selected for each path (``batch_select_indices``); the paths run as one batch padded on the right (a pad after
-    a path's end changes none of its logits: attention is causal). A model that takes no cache runs every path
-    with its whole prefix.
+    ``paths[b]`` continue ``prefixes[b]``. One forward for all rows: row b is its prefix (left-padded) followed by
+    the token trie of its paths, one position per trie node, under a 4D attention mask by which a node attends to
+    the prefix and its own ancestors only, at position prefix length + depth (tree attention, as speculative
+    decoders verify a tree of drafts): each path's logits are those of its own text after the prefix, and the
+    paths' shared beginnings run once. A model whose attention takes no custom mask (flash attention) runs every
+    path after its whole prefix instead.
     """
+    if getattr(model.config, "_attn_implementation", "eager") not in TREE_ATTENTION:
+        return _whole_path_logits(model, prefixes, paths)
     device = next(model.parameters()).device
-    owner = torch.tensor([b for b, own in enumerate(paths) for _ in own], device=device)  # (N,) each path's prefix
-    flat = [path for own in paths for path in own]
-    longest, width = max(len(path) for path in flat), max(len(prefix) for prefix in prefixes)
-    ids = torch.zeros(len(prefixes), width, dtype=torch.long, device=device)  # (B, W) left-padded
+    tries = [_flat_trie(own) for own in paths]  # per row: (tokens, parents, depths, each path's nodes)
+    width, nodes = max(len(prefix) for prefix in prefixes), max(len(trie[0]) for trie in tries)
+    size = width + nodes
+    ids = torch.zeros(len(prefixes), size, dtype=torch.long, device=device)  # (B, T): prefix | trie nodes
+    positions = torch.zeros_like(ids)
+    see = torch.zeros(len(prefixes), size, size, dtype=torch.bool, device=device)  # (B, T, T): query attends key
+    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+    for b, (prefix, (tokens, parents, depths, _)) in enumerate(zip(prefixes, tries, strict=True)):
+        start = width - len(prefix)
+        ids[b, start:width] = torch.tensor(list(prefix), device=device)
+        ids[b, width : width + len(tokens)] = torch.tensor(tokens, device=device)
+        positions[b, start:width] = torch.arange(len(prefix), device=device)
+        positions[b, width : width + len(tokens)] = len(prefix) + torch.tensor(depths, device=device)
+        see[b, start:, start:width] = True  # every real token sees the real prefix...
+        see[b, start:width, start:width] &= causal[start:, start:]  # ...causally within it
+        for node, parent in enumerate(parents):
+            see[b, width + node, width + node] = True
+            if parent >= 0:
+                see[b, width + node, width : width + len(tokens)] |= see[b, width + parent, width : width + len(tokens)]
+    see |= torch.eye(size, dtype=torch.bool, device=device)  # padding sees itself (no empty softmax row)
+    mask = torch.zeros(see.shape, dtype=model.dtype, device=device).masked_fill(~see, torch.finfo(model.dtype).min)
+    keep = {"logits_to_keep": nodes + 1} if "logits_to_keep" in forward_parameters(model) else {}
+    out = model(input_ids=ids, attention_mask=mask[:, None], position_ids=positions, **keep).logits[:, -nodes - 1 :]
+    # out[b, 0] predicts a path's first token, out[b, 1 + n] the token after trie node n
+    rows = [b for b, trie in enumerate(tries) for _ in trie[3]]
+    longest = max(len(path) for own in paths for path in own)
+    steps = [[0, *[1 + n for n in nodes_of[:-1]], *[0] * (longest - len(nodes_of))] for t in tries for nodes_of in t[3]]
+    return out[torch.tensor(rows, device=device)[:, None], torch.tensor(steps, device=device)]  # (N, L, V)
+
+
+def _flat_trie(paths: Sequence[Sequence[int]]) -> tuple[list[int], list[int], list[int], list[list[int]]]:
+    """The token trie of ``paths``, nodes in insertion order (a parent before its children).
+
+    Returns node tokens, parents (-1: a child of the root), depths, and each path's nodes.
+    """
+    index: dict[tuple[int, ...], int] = {}
+    tokens: list[int] = []
+    parents: list[int] = []
+    depths: list[int] = []
+    nodes_of = []
+    for path in paths:
+        nodes: list[int] = []
+        for depth in range(len(path)):
+            key = tuple(path[: depth + 1])
+            if key not in index:
+                index[key] = len(tokens)
+                tokens.append(path[depth])
+                parents.append(nodes[-1] if nodes else -1)
+                depths.append(depth)
+            nodes.append(index[key])
+        nodes_of.append(nodes)
+    return tokens, parents, depths, nodes_of
+
+
+def _whole_path_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
+    """:func:`_option_logits` without tree attention: every path after its whole prefix, one left-padded batch."""
+    device = next(model.parameters()).device
+    rows = [[*prefix, *path] for prefix, own in zip(prefixes, paths, strict=True) for path in own]
+    lengths = [len(path) for own in paths for path in own]
+    longest, width = max(lengths), max(len(row) for row in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)  # (N, W) left-padded
     mask = torch.zeros_like(ids)
-    for b, prefix in enumerate(prefixes):
-        ids[b, width - len(prefix) :] = torch.tensor(list(prefix), device=device)
-        mask[b, width - len(prefix) :] = 1
-    tail = torch.tensor([[*path, *[path[0]] * (longest - len(path))] for path in flat], device=device)[:, :-1]
-    tail_mask = torch.ones_like(tail)  # (N, L - 1): every path token but the last is input
-    tail_positions = mask.sum(-1)[owner, None] + torch.arange(longest - 1, device=device)  # (N, L - 1)
-    name = cache_argument(model)
-    if name is None:
-        whole = torch.cat([mask[owner], tail_mask], 1)  # (N, W + L - 1)
-        positions = (whole.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=torch.cat([ids[owner], tail], 1), attention_mask=whole, position_ids=positions)
-        return out.logits[:, width - 1 :]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0), use_cache=True)
-    last = out.logits[owner, -1:]  # (N, 1, V): predicts each path's first token
-    if longest == 1:
-        return last
-    cache = getattr(out, name)
-    cache.batch_select_indices(owner)  # each path's copy of its prefix
-    whole = torch.cat([mask[owner], tail_mask], 1)
-    rest = model(input_ids=tail, attention_mask=whole, position_ids=tail_positions, **{name: cache}).logits
-    return torch.cat([last, rest], 1)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row) :] = torch.tensor(row, device=device)
+        mask[i, width - len(row) :] = 1
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+    # row i's path ends at the last column: its token k is predicted at column W - 1 - len + k
+    cols = torch.tensor([[width - 1 - n + k for k in range(longest)] for n in lengths], device=device).clamp(
+        max=width - 1
+    )
+    return logits[torch.arange(len(rows), device=device)[:, None], cols]
 
 
 def _path_scores(logits: Any, paths: Sequence[Sequence[int]]) -> Any:
@@ -381,19 +415,6 @@ def forward_parameters(model: Any) -> Any:
     inner = getattr(model, "module", model)  # DistributedDataParallel
     inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
     return inspect.signature(inner.forward).parameters
-
-
-def cache_argument(model: Any) -> str | None:
-    """The name the causal LM under ``model`` takes a KV cache by, or None where a prefix cannot be shared.
-
-    None also under activation checkpointing in training: the checkpointed layers drop the cache.
-    """
-    inner = getattr(model, "module", model)  # DistributedDataParallel
-    checkpointed = any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules())
-    if checkpointed and inner.training and torch.is_grad_enabled():
-        return None
-    names = forward_parameters(model)
-    return next((name for name in ("cache", "past_key_values") if name in names), None)
 
 
 def allowed_mask(

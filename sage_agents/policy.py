@@ -476,6 +476,19 @@ def shared_prefix_length(prompt_ids: Sequence[Sequence[int]]) -> int:
     return max(length, 0)
 
 
+def _cache_argument(model: Any) -> str | None:
+    """The name the causal LM under ``model`` takes a KV cache by, or None where a prefix cannot be shared.
+
+    None also under activation checkpointing in training: the checkpointed layers drop the cache.
+    """
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    checkpointed = any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules())
+    if checkpointed and inner.training and torch.is_grad_enabled():
+        return None
+    names = decoding.forward_parameters(model)
+    return next((name for name in ("cache", "past_key_values") if name in names), None)
+
+
 def completion_logprobs(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
@@ -509,7 +522,7 @@ def completion_logprobs(
         that enter a loss (real and not forced), and (B, T) token entropies (or None).
     """
     device = next(model.parameters()).device
-    cache_name = decoding.cache_argument(model) if share_prefix and len(prompt_ids) > 1 else None
+    cache_name = _cache_argument(model) if share_prefix and len(prompt_ids) > 1 else None
     shared = shared_prefix_length(prompt_ids) if cache_name else 0
     rows = [list(p[shared:]) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
     width = max(len(r) for r in rows)

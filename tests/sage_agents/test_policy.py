@@ -418,14 +418,12 @@ def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
             return text
 
 
-@pytest.mark.parametrize("way", ["one forward", "a group per row", "no cache"])
+@pytest.mark.parametrize("way", ["tree attention", "whole paths"])
 @pytest.mark.parametrize("obs", [OBS, SKILLS_OBS], ids=["commands", "commands-and-calls"])
 def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way, monkeypatch):
     model, tok = tiny
-    if way == "a group per row":
-        monkeypatch.setattr(decoding, "OPTION_CACHE_TOKENS", 1)
-    if way == "no cache":  # every path runs with its whole left-padded prefix
-        monkeypatch.setattr(decoding, "cache_argument", lambda model: None)
+    if way == "whole paths":  # as under an attention that takes no custom mask: every path after its whole prefix
+        monkeypatch.setattr(decoding, "TREE_ATTENTION", ())
     policy = LLMPolicy(model, tok, constrained=True, option_greedy=True)
     info = {"admissible_commands": ADM}
     outs = policy.act_batch(
@@ -442,7 +440,9 @@ def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way,
 
 
 class NextWordLM(torch.nn.Module):
-    """A causal LM without a KV cache whose next-token logits depend on the last token only (``table``)."""
+    """A causal LM whose next-token logits depend on the last token only (``table``); it takes no attention mask."""
+
+    config = types.SimpleNamespace(_attn_implementation="none")
 
     def __init__(self, vocab_size, table):
         super().__init__()
