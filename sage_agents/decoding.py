@@ -15,6 +15,10 @@ gradient, so the loss leaves it out (a skill template's body after its name is c
 The options of one choice must be prefix-free as texts (an ending option is, through its EOS); a choice that
 is not raises ``ValueError``. Options that the tokenizer maps to the same tokens (unknown words) are one
 option: the first.
+
+Greedy decoding has a second form, :func:`greedy_options`: each choice takes its option of highest
+full-vocabulary likelihood as a whole (all options of a batch scored in one forward by tree attention), instead
+of the likeliest allowed token step by step. Sampling has one form, the token-by-token one above.
 """
 
 from __future__ import annotations
