@@ -279,23 +279,24 @@ def greedy_options(
     taken: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
     while True:
-        choosing = []  # (row, its choice's option paths) of the rows at a choice with several options
+        choosing = []  # (row, its choice's flattened trie) of the rows at a choice with several options
         for b, row in enumerate(rows):
             while not row.done:
-                paths = _option_paths(row.node)
-                if len(paths) > 1:
-                    choosing.append((b, paths))
+                trie = _FlatTrie.of(row.node)
+                if len(trie.options) > 1:
+                    choosing.append((b, trie))
                     break
-                for token in paths[0]:  # forced: every token has one allowed id, restricted log-prob 0
+                for token in trie.paths[0]:  # forced: every token has one allowed id, restricted log-prob 0
                     row.advance(token)
                     taken[b].append(token)
                     logprobs[b].append(0.0)
         if not choosing:
             break
         prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
-        logits = _option_logits(model, prefixes, [paths for _, paths in choosing])  # (N, L, V): every path
+        logits = _option_logits(model, prefixes, [trie for _, trie in choosing])  # (N, L, V): every option's path
         first = 0
-        for b, paths in choosing:
+        for b, trie in choosing:
+            paths = trie.paths
             block = logits[first : first + len(paths)]
             first += len(paths)
             best = int(_path_scores(block, paths).argmax())
@@ -308,82 +309,88 @@ def greedy_options(
     return [Generated(ids, lps, row.allowed_log, row.text) for ids, lps, row in zip(taken, logprobs, rows, strict=True)]
 
 
-def _option_paths(node: _Node) -> list[list[int]]:
-    """The token paths from ``node`` to every option of its trie, in trie order."""
-    if node.option is not None:
-        return [[]]
-    return [[token, *rest] for token, child in node.children.items() for rest in _option_paths(child)]
+@dataclass
+class _FlatTrie:
+    """A choice's token trie (below a :class:`_Node`) as flat lists, nodes in depth-first order (parents first)."""
+
+    tokens: list[int] = field(default_factory=list)
+    """Each node's token."""
+    parents: list[int] = field(default_factory=list)
+    """Each node's parent node (-1: a child of the root)."""
+    depths: list[int] = field(default_factory=list)
+    """Each node's depth (0: a child of the root)."""
+    options: list[list[int]] = field(default_factory=list)
+    """Each option's nodes, root to end, in trie order."""
+
+    @classmethod
+    def of(cls, root: _Node) -> _FlatTrie:
+        """The trie below ``root``, flattened."""
+        flat = cls()
+        stack = [(root, -1, [])]  # (node, its node index, the nodes above and at it)
+        while stack:
+            node, index, nodes = stack.pop()
+            if node.option is not None:
+                flat.options.append(nodes)
+                continue
+            for token, child in reversed(node.children.items()):  # popped in insertion order
+                stack.append((child, len(flat.tokens), [*nodes, len(flat.tokens)]))
+                flat.tokens.append(token)
+                flat.parents.append(index)
+                flat.depths.append(len(nodes))
+        return flat
+
+    @property
+    def paths(self) -> list[list[int]]:
+        """Each option's tokens."""
+        return [[self.tokens[n] for n in nodes] for nodes in self.options]
 
 
 TREE_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take a custom 4D additive mask, hence :func:`_option_logits`' tree attention."""
 
 
-def _option_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
-    """(N, L, V) logits predicting each token of every path (N paths in all, L the longest) after its prefix.
+def _option_logits(model: Any, prefixes: Sequence[Sequence[int]], tries: Sequence[_FlatTrie]) -> Any:
+    """(N, L, V) logits predicting each token of every option's path (N in all, L the longest) after its prefix.
 
-    ``paths[b]`` continue ``prefixes[b]``. One forward for all rows: row b is its prefix (left-padded) followed by
-    the token trie of its paths, one position per trie node, under a 4D attention mask by which a node attends to
-    the prefix and its own ancestors only, at position prefix length + depth (tree attention, as speculative
-    decoders verify a tree of drafts): each path's logits are those of its own text after the prefix, and the
-    paths' shared beginnings run once. A model whose attention takes no custom mask (flash attention) runs every
-    path after its whole prefix instead.
+    ``tries[b]``'s options continue ``prefixes[b]``. One forward for all rows: row b is its prefix (left-padded)
+    followed by its trie, one position per node, under a 4D attention mask by which a node attends to the prefix and
+    its own ancestors only, at position prefix length + depth (tree attention, as speculative decoders verify a tree
+    of drafts): each path's logits are those of its own text after the prefix, and the paths' shared beginnings run
+    once. A model whose attention takes no custom mask (flash attention) runs every path after its whole prefix
+    instead.
     """
     if getattr(model.config, "_attn_implementation", "eager") not in TREE_ATTENTION:
-        return _whole_path_logits(model, prefixes, paths)
+        return _whole_path_logits(model, prefixes, [trie.paths for trie in tries])
     device = next(model.parameters()).device
-    tries = [_flat_trie(own) for own in paths]  # per row: (tokens, parents, depths, each path's nodes)
-    width, nodes = max(len(prefix) for prefix in prefixes), max(len(trie[0]) for trie in tries)
+    width, nodes = max(len(prefix) for prefix in prefixes), max(len(trie.tokens) for trie in tries)
     size = width + nodes
     ids = torch.zeros(len(prefixes), size, dtype=torch.long, device=device)  # (B, T): prefix | trie nodes
     positions = torch.zeros_like(ids)
     see = torch.zeros(len(prefixes), size, size, dtype=torch.bool, device=device)  # (B, T, T): query attends key
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-    for b, (prefix, (tokens, parents, depths, _)) in enumerate(zip(prefixes, tries, strict=True)):
-        start = width - len(prefix)
+    for b, (prefix, trie) in enumerate(zip(prefixes, tries, strict=True)):
+        start, end = width - len(prefix), width + len(trie.tokens)
         ids[b, start:width] = torch.tensor(list(prefix), device=device)
-        ids[b, width : width + len(tokens)] = torch.tensor(tokens, device=device)
+        ids[b, width:end] = torch.tensor(trie.tokens, device=device)
         positions[b, start:width] = torch.arange(len(prefix), device=device)
-        positions[b, width : width + len(tokens)] = len(prefix) + torch.tensor(depths, device=device)
+        positions[b, width:end] = len(prefix) + torch.tensor(trie.depths, device=device)
         see[b, start:, start:width] = True  # every real token sees the real prefix...
         see[b, start:width, start:width] &= causal[start:, start:]  # ...causally within it
-        for node, parent in enumerate(parents):
+        for node, parent in enumerate(trie.parents):  # a parent's row is complete before its children's
             see[b, width + node, width + node] = True
             if parent >= 0:
-                see[b, width + node, width : width + len(tokens)] |= see[b, width + parent, width : width + len(tokens)]
+                see[b, width + node, width:end] |= see[b, width + parent, width:end]
     see |= torch.eye(size, dtype=torch.bool, device=device)  # padding sees itself (no empty softmax row)
     mask = torch.zeros(see.shape, dtype=model.dtype, device=device).masked_fill(~see, torch.finfo(model.dtype).min)
     keep = {"logits_to_keep": nodes + 1} if "logits_to_keep" in forward_parameters(model) else {}
     out = model(input_ids=ids, attention_mask=mask[:, None], position_ids=positions, **keep).logits[:, -nodes - 1 :]
     # out[b, 0] predicts a path's first token, out[b, 1 + n] the token after trie node n
-    rows = [b for b, trie in enumerate(tries) for _ in trie[3]]
-    longest = max(len(path) for own in paths for path in own)
-    steps = [[0, *[1 + n for n in nodes_of[:-1]], *[0] * (longest - len(nodes_of))] for t in tries for nodes_of in t[3]]
+    rows = [b for b, trie in enumerate(tries) for _ in trie.options]
+    longest = max(len(option) for trie in tries for option in trie.options)
+    steps = [
+        [0, *[1 + n for n in option[:-1]], *[0] * (longest - len(option))] for trie in tries for option in trie.options
+    ]
     return out[torch.tensor(rows, device=device)[:, None], torch.tensor(steps, device=device)]  # (N, L, V)
-
-
-def _flat_trie(paths: Sequence[Sequence[int]]) -> tuple[list[int], list[int], list[int], list[list[int]]]:
-    """The token trie of ``paths``, nodes in insertion order (a parent before its children).
-
-    Returns node tokens, parents (-1: a child of the root), depths, and each path's nodes.
-    """
-    index: dict[tuple[int, ...], int] = {}
-    tokens: list[int] = []
-    parents: list[int] = []
-    depths: list[int] = []
-    nodes_of = []
-    for path in paths:
-        nodes: list[int] = []
-        for depth in range(len(path)):
-            key = tuple(path[: depth + 1])
-            if key not in index:
-                index[key] = len(tokens)
-                tokens.append(path[depth])
-                parents.append(nodes[-1] if nodes else -1)
-                depths.append(depth)
-            nodes.append(index[key])
-        nodes_of.append(nodes)
-    return tokens, parents, depths, nodes_of
 
 
 def _whole_path_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
