@@ -158,6 +158,8 @@ class TrainConfig:
     """Oldest history turns are dropped until the prompt fits."""
     option_greedy: bool = False
     """Greedy constrained decoding picks each choice's likeliest whole option (``LLMPolicy``); sampling unchanged."""
+    option_sampling: bool = False
+    """Constrained choices are sampled, trained and argmaxed as whole options (``LLMPolicy``; needs constrained)."""
     temperature: float = 1.0
     """Sampling temperature (also used for the training log-probs)."""
     top_p: float = 1.0
@@ -301,6 +303,8 @@ class TrainConfig:
             fail("env_kwargs", "must be a dict", "pass e.g. {'chain_length': 2}")
         if self.eval_env_kwargs is not None and not isinstance(self.eval_env_kwargs, dict):
             fail("eval_env_kwargs", "must be None or a dict", "pass None to evaluate on env_kwargs")
+        if self.option_sampling and not self.constrained:
+            fail("option_sampling", "samples the options of constrained choices", "set constrained=True")
         self._check_lora(fail)
         self._check_reskill(fail)
         self._check_backend(fail)
@@ -329,7 +333,8 @@ class TrainConfig:
             if self.trl_args:
                 fail("trl_args", "only applies to backend='trl'", "set backend='trl' or drop trl_args")
             return
-        for name, off in (("eval_every", 0), ("resume", False), ("lora_r", 0), ("step_advantage_weight", 0.0)):
+        trl_off = (("eval_every", 0), ("resume", False), ("lora_r", 0), ("step_advantage_weight", 0.0))
+        for name, off in (*trl_off, ("option_sampling", False)):
             if getattr(self, name) != off:
                 fail(name, "is not supported by backend='trl' yet", f"set {name}={off!r} or use backend='native'")
         for name, off, trl_name in (
@@ -397,8 +402,9 @@ class TrainConfig:
         pattern = entity_pattern(self.env_id)
         if pattern != ENTITY_PATTERN:
             kwargs["entity_pattern"] = pattern
-        if self.option_greedy:  # likewise left out when off
-            kwargs["option_greedy"] = True
+        for name in ("option_greedy", "option_sampling"):  # likewise left out when off
+            if getattr(self, name):
+                kwargs[name] = True
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,9 +16,12 @@ The options of one choice must be prefix-free as texts (an ending option is, thr
 is not raises ``ValueError``. Options that the tokenizer maps to the same tokens (unknown words) are one
 option: the first.
 
-Greedy decoding has a second form, :func:`greedy_options`: each choice takes its option of highest
-full-vocabulary likelihood as a whole (all options of a batch scored in one forward by tree attention), instead
-of the likeliest allowed token step by step. Sampling has one form, the token-by-token one above.
+Constrained decoding has a second form, by whole options (:func:`decode_options`): a choice's option is scored
+as a whole by its tokens' full-vocabulary log-likelihood (all options of a batch in one forward by tree
+attention); greedy takes the best, sampling draws from the softmax over the scores. Then the policy's unit is the
+choice, not the token: ``log pi(option) = score(option) - logsumexp(scores of the choice's options)``, recorded at
+the option's first token (the others are forced and carry 0), and the trainer differentiates that same quantity
+(:func:`choice_logprobs`, from the :class:`Choice` records).
 """
 
 from __future__ import annotations
@@ -159,6 +162,20 @@ class Generated:
     """Per token, the ids the constraint allowed (one id: forced); None for free generation."""
     text: str | None
     """Constrained: the texts of the options taken (exact, whatever the tokenizer decodes); None for free."""
+    choices: list[Choice] | None = None
+    """Decoded by whole options (:func:`decode_options`): each choice, what it offered and what was taken."""
+
+
+@dataclass
+class Choice:
+    """One choice of a turn decoded by whole options: what it offered, what was taken."""
+
+    start: int
+    """Index in the completion of the taken option's first token."""
+    options: list[list[int]]
+    """Each option's tokens (an ending option's end with EOS)."""
+    taken: int
+    """Index in ``options`` of the option taken."""
 
 
 @torch.no_grad()
@@ -243,25 +260,29 @@ def generate(
 
 
 @torch.no_grad()
-def greedy_options(
+def decode_options(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
     plans: Sequence[Plan],
     *,
     encode: Callable[[str], Sequence[int]],
     eos_id: int,
+    greedy: bool = False,
     temperature: float = 1.0,
 ) -> list[Generated]:
-    """Greedy constrained decoding by whole options: each choice of a plan takes its most likely option.
+    """Constrained decoding by whole options: each choice of a plan takes (greedy) or draws one option as a whole.
 
     An option's score is the sum of its tokens' log-probs under the model's full-vocabulary softmax (EOS
-    included for an ending option), so every option is scored by what the model would write unconstrained:
-    the argmax of the model's own distribution over the choice's texts. Token-by-token greedy decoding
-    (:func:`generate` with ``greedy``) renormalises over the allowed tokens at each step instead, so its first
-    token commits before the rest is weighed: a model that would write ``take apple 1`` but sees no apple
-    still picks ``take`` when "take" is its likeliest first word, then whichever object is offered (docs/demo.md,
-    "Whole-option greedy decoding"). A choice with one option (a forced text) is taken without the model. The
-    returned ``logprobs`` are the restricted per-token ones, as :func:`generate` records them.
+    included for an ending option), so every option is weighed by what the model would write unconstrained, and
+    ``pi(option) = softmax(scores)`` over the choice. Greedy takes the argmax (of the scores at temperature 1, so
+    the choice does not depend on the temperature). Token-by-token decoding (:func:`generate`) renormalises over
+    the allowed tokens at each step instead, so its first token commits before the rest is weighed: a model that
+    would write ``take apple 1`` but sees no apple still picks ``take`` when "take" is its likeliest first word,
+    then whichever object is offered (docs/demo.md, "Whole-option greedy decoding"). A choice with one option (a
+    forced text) is taken without the model.
+
+    Recorded per token: ``log pi(option)`` (at ``temperature``) at each option's first token, 0 at its others
+    and at forced texts, what :func:`choice_logprobs` recomputes with gradient from the returned ``choices``.
 
     Args:
         model: a Hugging Face causal LM (a DDP / accelerate wrapper is unwrapped).
@@ -269,15 +290,17 @@ def greedy_options(
         plans: one :data:`Plan` per prompt.
         encode: text -> token ids (no special tokens).
         eos_id: the EOS token id.
-        temperature: softmax temperature of the recorded log-probs (the choice ignores it, as greedy does).
+        greedy: take each choice's likeliest option instead of drawing one.
+        temperature: the scores' softmax temperature (token logits divided by it).
 
     Returns:
-        One :class:`Generated` per prompt.
+        One :class:`Generated` per prompt, with its ``choices``.
     """
     model = getattr(model, "module", model)
     rows = [ConstrainedRow(plan, encode, eos_id) for plan in plans]
     taken: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
+    choices: list[list[Choice]] = [[] for _ in rows]
     while True:
         choosing = []  # (row, its choice's flattened trie) of the rows at a choice with several options
         for b, row in enumerate(rows):
@@ -286,27 +309,91 @@ def greedy_options(
                 if len(trie.options) > 1:
                     choosing.append((b, trie))
                     break
-                for token in trie.paths[0]:  # forced: every token has one allowed id, restricted log-prob 0
+                choices[b].append(Choice(len(taken[b]), trie.paths, 0))
+                for token in trie.paths[0]:  # forced: pi = 1
                     row.advance(token)
                     taken[b].append(token)
                     logprobs[b].append(0.0)
         if not choosing:
             break
         prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
-        logits = _option_logits(model, prefixes, [trie for _, trie in choosing])  # (N, L, V): every option's path
+        at_ends = [[(len(prefix), trie)] for prefix, (_, trie) in zip(prefixes, choosing, strict=True)]
+        logits = _option_logits(model, prefixes, at_ends)  # (N, L, V): every option's path
         first = 0
         for b, trie in choosing:
             paths = trie.paths
-            block = logits[first : first + len(paths)]
+            block = logits[first : first + len(paths)]  # (K, L, V): this choice's options
             first += len(paths)
-            best = int(_path_scores(block, paths).argmax())
-            for token, step_logits in zip(paths[best], block[best], strict=False):
-                allowed = rows[b].allowed()
-                restricted = torch.log_softmax(step_logits[allowed].float() / temperature, -1)
-                logprobs[b].append(restricted[allowed.index(token)].item())
+            log_pi = torch.log_softmax(_path_scores(block.float() / temperature, paths), -1)  # (K,)
+            if greedy:
+                pick = int(_path_scores(block, paths).argmax())
+            else:
+                pick = int(torch.multinomial(log_pi.exp(), 1))
+            choices[b].append(Choice(len(taken[b]), paths, pick))
+            for i, token in enumerate(paths[pick]):
+                logprobs[b].append(float(log_pi[pick]) if i == 0 else 0.0)
                 rows[b].advance(token)
                 taken[b].append(token)
-    return [Generated(ids, lps, row.allowed_log, row.text) for ids, lps, row in zip(taken, logprobs, rows, strict=True)]
+    return [
+        Generated(ids, lps, row.allowed_log, row.text, own)
+        for ids, lps, row, own in zip(taken, logprobs, rows, choices, strict=True)
+    ]
+
+
+def choice_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    choices: Sequence[Sequence[Choice]],
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Differentiable ``log pi(option taken | prompt, earlier choices)`` of rows decoded by :func:`decode_options`.
+
+    One forward per batch: row b is its prompt and completion (up to its last choice), and each choice's option
+    trie hangs off the completion where the choice began (tree attention: :func:`_option_logits`), so every
+    option of every choice is scored after exactly the text it was scored after when decoded.
+
+    Returns:
+        ``(logp, mask, entropy)`` as :func:`sage_agents.policy.completion_logprobs` lays them out, (B, T) each:
+        a choice's ``log pi`` at its first token and 0 elsewhere, 1 in ``mask`` at the first token of each choice
+        that had several options (forced texts carry no gradient), and each such choice's entropy over its
+        options (or None).
+    """
+    device = next(model.parameters()).device
+    tmax = max(len(c) for c in completion_ids)
+    scored = [[c for c in own if len(c.options) > 1] for own in choices]
+    sequences = [
+        [*prompt, *completion[: max((c.start for c in own), default=0)]]
+        for prompt, completion, own in zip(prompt_ids, completion_ids, scored, strict=True)
+    ]
+    tries = [[_FlatTrie.of_paths(c.options) for c in own] for own in scored]
+    attachments = [
+        [(len(prompt) + c.start, trie) for c, trie in zip(own, own_tries, strict=True)]
+        for prompt, own, own_tries in zip(prompt_ids, scored, tries, strict=True)
+    ]
+    at, values, entropies = [], [], []
+    if any(scored):
+        logits = _option_logits(model, sequences, attachments)  # (N, L, V)
+        first = 0
+        for b, (own, own_tries) in enumerate(zip(scored, tries, strict=True)):
+            for choice, trie in zip(own, own_tries, strict=True):
+                paths = trie.paths
+                block = logits[first : first + len(paths)]
+                first += len(paths)
+                log_pi = torch.log_softmax(_path_scores(block.float() / temperature, paths), -1)  # (K,)
+                at.append((b, choice.start))
+                values.append(log_pi[paths.index(choice.options[choice.taken])])
+                entropies.append(-(log_pi.exp() * log_pi).sum().detach())
+    logp = torch.zeros(len(completion_ids), tmax, device=device)
+    mask, entropy = torch.zeros_like(logp), torch.zeros_like(logp)
+    if at:
+        index = tuple(torch.tensor(at, device=device).T)
+        logp = logp.index_put(index, torch.stack(values))
+        mask[index] = 1.0
+        entropy[index] = torch.stack(entropies)
+    return logp, mask, entropy if with_entropy else None
 
 
 @dataclass
@@ -339,6 +426,17 @@ class _FlatTrie:
                 flat.depths.append(len(nodes))
         return flat
 
+    @classmethod
+    def of_paths(cls, paths: Sequence[Sequence[int]]) -> _FlatTrie:
+        """The trie of prefix-free token paths (a :class:`Choice`'s options), flattened."""
+        root = _Node()
+        for path in paths:
+            node = root
+            for token in path:
+                node = node.children.setdefault(token, _Node())
+            node.option = Option("", True)  # marks where a path ends; its text is not needed
+        return cls.of(root)
+
     @property
     def paths(self) -> list[list[int]]:
         """Each option's tokens."""
@@ -349,47 +447,59 @@ TREE_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take a custom 4D additive mask, hence :func:`_option_logits`' tree attention."""
 
 
-def _option_logits(model: Any, prefixes: Sequence[Sequence[int]], tries: Sequence[_FlatTrie]) -> Any:
-    """(N, L, V) logits predicting each token of every option's path (N in all, L the longest) after its prefix.
+def _option_logits(
+    model: Any, sequences: Sequence[Sequence[int]], attachments: Sequence[Sequence[tuple[int, _FlatTrie]]]
+) -> Any:
+    """(N, L, V) logits predicting each token of every option's path (N in all, L the longest).
 
-    ``tries[b]``'s options continue ``prefixes[b]``. One forward for all rows: row b is its prefix (left-padded)
-    followed by its trie, one position per node, under a 4D attention mask by which a node attends to the prefix and
-    its own ancestors only, at position prefix length + depth (tree attention, as speculative decoders verify a tree
-    of drafts): each path's logits are those of its own text after the prefix, and the paths' shared beginnings run
-    once. A model whose attention takes no custom mask (flash attention) runs every path after its whole prefix
-    instead.
+    ``attachments[b]`` lists ``(point, trie)``: the trie's options continue ``sequences[b][:point]`` (point >= 1).
+    Options come out row by row, attachment by attachment, each trie's in its order. One forward for all rows:
+    row b is its sequence (left-padded) followed by its tries, one position per node, under a 4D attention mask by
+    which a node attends to its sequence's first ``point`` tokens and its own ancestors only, at position point +
+    depth (tree attention, as speculative decoders verify a tree of drafts): each path's logits are those of its
+    own text after its prefix, and the paths' shared beginnings run once. A model whose attention takes no custom
+    mask (flash attention) runs every path after its whole prefix instead.
     """
-    if getattr(model.config, "_attn_implementation", "eager") not in TREE_ATTENTION:
-        return _whole_path_logits(model, prefixes, [trie.paths for trie in tries])
+    inner = getattr(model, "module", model)
+    if getattr(inner.config, "_attn_implementation", "eager") not in TREE_ATTENTION:
+        flat = [(b, point, trie) for b, own in enumerate(attachments) for point, trie in own]
+        return _whole_path_logits(model, [sequences[b][:point] for b, point, _ in flat], [t.paths for *_, t in flat])
     device = next(model.parameters()).device
-    width, nodes = max(len(prefix) for prefix in prefixes), max(len(trie.tokens) for trie in tries)
-    size = width + nodes
-    ids = torch.zeros(len(prefixes), size, dtype=torch.long, device=device)  # (B, T): prefix | trie nodes
+    width = max(len(sequence) for sequence in sequences)
+    size = width + max(sum(len(trie.tokens) for _, trie in own) for own in attachments)
+    ids = torch.zeros(len(sequences), size, dtype=torch.long, device=device)  # (B, T): sequence | trie nodes
     positions = torch.zeros_like(ids)
-    see = torch.zeros(len(prefixes), size, size, dtype=torch.bool, device=device)  # (B, T, T): query attends key
+    see = torch.zeros(len(sequences), size, size, dtype=torch.bool, device=device)  # (B, T, T): query attends key
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-    for b, (prefix, trie) in enumerate(zip(prefixes, tries, strict=True)):
-        start, end = width - len(prefix), width + len(trie.tokens)
-        ids[b, start:width] = torch.tensor(list(prefix), device=device)
-        ids[b, width:end] = torch.tensor(trie.tokens, device=device)
-        positions[b, start:width] = torch.arange(len(prefix), device=device)
-        positions[b, width:end] = len(prefix) + torch.tensor(trie.depths, device=device)
-        see[b, start:, start:width] = True  # every real token sees the real prefix...
-        see[b, start:width, start:width] &= causal[start:, start:]  # ...causally within it
-        for node, parent in enumerate(trie.parents):  # a parent's row is complete before its children's
-            see[b, width + node, width + node] = True
-            if parent >= 0:
-                see[b, width + node, width:end] |= see[b, width + parent, width:end]
+    rows, columns = [], []  # per option: its row, and the columns whose logits predict its tokens
+    for b, (sequence, own) in enumerate(zip(sequences, attachments, strict=True)):
+        start = width - len(sequence)
+        ids[b, start:width] = torch.tensor(list(sequence), device=device)
+        positions[b, start:width] = torch.arange(len(sequence), device=device)
+        see[b, start:width, start:width] = causal[start:, start:]
+        offset = width
+        for point, trie in own:
+            end = offset + len(trie.tokens)
+            ids[b, offset:end] = torch.tensor(trie.tokens, device=device)
+            positions[b, offset:end] = point + torch.tensor(trie.depths, device=device)
+            see[b, offset:end, start : start + point] = True  # every node sees the sequence up to its point
+            for node, parent in enumerate(trie.parents):  # a parent's row is complete before its children's
+                see[b, offset + node, offset + node] = True
+                if parent >= 0:
+                    see[b, offset + node, offset:end] |= see[b, offset + parent, offset:end]
+            for option in trie.options:  # its first token is predicted by the point's last token
+                rows.append(b)
+                columns.append([start + point - 1, *(offset + n for n in option[:-1])])
+            offset = end
     see |= torch.eye(size, dtype=torch.bool, device=device)  # padding sees itself (no empty softmax row)
-    mask = torch.zeros(see.shape, dtype=model.dtype, device=device).masked_fill(~see, torch.finfo(model.dtype).min)
-    keep = {"logits_to_keep": nodes + 1} if "logits_to_keep" in forward_parameters(model) else {}
-    out = model(input_ids=ids, attention_mask=mask[:, None], position_ids=positions, **keep).logits[:, -nodes - 1 :]
-    # out[b, 0] predicts a path's first token, out[b, 1 + n] the token after trie node n
-    rows = [b for b, trie in enumerate(tries) for _ in trie.options]
-    longest = max(len(option) for trie in tries for option in trie.options)
-    steps = [
-        [0, *[1 + n for n in option[:-1]], *[0] * (longest - len(option))] for trie in tries for option in trie.options
-    ]
+    dtype = inner.dtype
+    mask = torch.zeros(see.shape, dtype=dtype, device=device).masked_fill(~see, torch.finfo(dtype).min)
+    earliest = min(column[0] for column in columns)  # no logits before it are read
+    keep = {"logits_to_keep": size - earliest} if "logits_to_keep" in forward_parameters(model) else {}
+    out = model(input_ids=ids, attention_mask=mask[:, None], position_ids=positions, **keep).logits
+    out = out[:, -(size - earliest) :]  # (B, size - earliest, V)
+    longest = max(len(column) for column in columns)
+    steps = [[c - earliest for c in column] + [0] * (longest - len(column)) for column in columns]
     return out[torch.tensor(rows, device=device)[:, None], torch.tensor(steps, device=device)]  # (N, L, V)
 
 
@@ -445,11 +555,17 @@ def allowed_mask(
     return keep
 
 
-def trained_tokens(completion_ids: Sequence[int], allowed: Sequence[Sequence[int]] | None) -> list[bool]:
+def trained_tokens(
+    completion_ids: Sequence[int], allowed: Sequence[Sequence[int]] | None, choices: Sequence[Choice] | None = None
+) -> list[bool]:
     """Per completion token, whether it enters a loss.
 
-    Every token of free generation; the unforced ones (more than one allowed id) of constrained decoding.
+    Every token of free generation; the unforced ones (more than one allowed id) of constrained decoding; the
+    first token of each choice with several options of decoding by whole options (``choices``).
     """
+    if choices is not None:
+        starts = {choice.start for choice in choices if len(choice.options) > 1}
+        return [t in starts for t in range(len(completion_ids))]
     if allowed is None:
         return [True] * len(completion_ids)
     return [len(a) > 1 for a in allowed]

@@ -19,7 +19,9 @@ Two ways to act, both through Hugging Face ``generate`` (KV cache, batched over 
 
 Token log-probabilities everywhere are ``log_softmax(logits / temperature)`` (restricted to the allowed tokens
 when constrained: :attr:`Completion.allowed`), the same distribution the trainer differentiates, so rollout
-log-probs and training log-probs agree up to float error.
+log-probs and training log-probs agree up to float error. A policy over whole options (``option_sampling``)
+draws each constrained choice's option as a whole instead (:func:`sage_agents.decoding.decode_options`): its
+log-probs are the choices' (:attr:`Completion.choices`), and the trainer differentiates those.
 """
 
 from __future__ import annotations
@@ -244,6 +246,9 @@ class Completion:
     allowed: list[list[int]] | None = None
     """Constrained decoding: per completion token, the token ids the constraint allowed (one id: the token was
     forced, and it stays out of the loss); None for free generation (any token)."""
+    choices: list[decoding.Choice] | None = None
+    """Decoded by whole options: each choice's options and the one taken (``logprobs`` are the choices'
+    ``log pi(option)`` at their first tokens); None when decoded token by token."""
 
 
 class LLMPolicy:
@@ -275,8 +280,11 @@ class LLMPolicy:
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
         option_greedy: greedy constrained decoding takes each choice's most likely option as a whole (its tokens'
-            full-vocabulary log-probs summed: :func:`~sage_agents.decoding.greedy_options`) instead of the most
-            likely allowed token at each step; sampling is unchanged. False: token by token, as every run before it.
+            full-vocabulary log-probs summed: :func:`~sage_agents.decoding.decode_options`) instead of the most
+            likely allowed token at each step. False: token by token, as every run before it.
+        option_sampling: the policy is a distribution over each constrained choice's whole options, softmax of
+            those scores: sampling draws options, the trainer's log-probs are the options' (and greedy decoding
+            is by whole options too). False: sampling token by token.
     """
 
     def __init__(
@@ -301,6 +309,7 @@ class LLMPolicy:
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
         option_greedy: bool = False,
+        option_sampling: bool = False,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.tokenizer.padding_side = "left"
@@ -316,7 +325,8 @@ class LLMPolicy:
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
-        self.option_greedy = option_greedy
+        self.option_sampling = option_sampling
+        self.option_greedy = option_greedy or option_sampling  # a policy over whole options argmaxes them too
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self._option_ids: dict[str, tuple[int, ...]] = {}  # encode_option's memo
@@ -442,9 +452,9 @@ class LLMPolicy:
         ``commands``: each prompt's admissible commands, which parse as commands whatever their characters.
         """
         prompt_ids = [self.encode(p) for p in prompts]
-        if greedy and plans is not None and self.option_greedy:
-            rows = decoding.greedy_options(
-                self.model, prompt_ids, plans, encode=self.encode_option, eos_id=self.eos_id,
+        if plans is not None and (self.option_greedy if greedy else self.option_sampling):
+            rows = decoding.decode_options(
+                self.model, prompt_ids, plans, encode=self.encode_option, eos_id=self.eos_id, greedy=greedy,
                 temperature=self.temperature,
             )  # fmt: skip
         else:
@@ -459,7 +469,7 @@ class LLMPolicy:
             if text is None:
                 text = self.tokenizer.decode(row.completion_ids, skip_special_tokens=True)
             action = parse_action(text, adm)
-            results.append(Completion(ids, row.completion_ids, row.logprobs, text, action, row.allowed))
+            results.append(Completion(ids, row.completion_ids, row.logprobs, text, action, row.allowed, row.choices))
         return results
 
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sage_agents.decoding import Choice
+
 
 @dataclass
 class Turn:
@@ -41,6 +43,8 @@ class Turn:
     allowed: list[list[int]] | None = None
     """Per completion token, the ids constrained decoding allowed (:attr:`~sage_agents.policy.Completion.allowed`);
     None for free generation."""
+    choices: list[Choice] | None = None
+    """Decoded by whole options: the choices (:attr:`~sage_agents.policy.Completion.choices`); None otherwise."""
 
 
 @dataclass
@@ -149,6 +153,7 @@ def rollout_chains(
                     completion_ids=comp.completion_ids,
                     logprobs=comp.logprobs,
                     allowed=comp.allowed,
+                    choices=comp.choices,
                     action=comp.action.text,
                     parsed_kind=comp.action.kind,
                     env_kind=str(info.get("action_kind", "")),

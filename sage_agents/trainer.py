@@ -46,7 +46,7 @@ from sage_agents.algos.grpo import BatchCounts, batch_counts, merge_counts, poli
 from sage_agents.algos.sage import group_rewards, position_advantages
 from sage_agents.checkpoints import METRICS_FILE, latest_checkpoint, read_metrics
 from sage_agents.config import ConfigError, TrainConfig
-from sage_agents.decoding import trained_tokens
+from sage_agents.decoding import choice_logprobs, trained_tokens
 from sage_agents.evaluation import evaluate_policy
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import ChainRollout, draw_chains, rollout_chains, rollout_stats, step_seeds
@@ -277,7 +277,7 @@ class Trainer:
             grouped += shared
             for g, ro in enumerate(chunk):
                 for turn_i, turn in enumerate(ro.turns):
-                    if not any(trained_tokens(turn.completion_ids, turn.allowed)):
+                    if not any(trained_tokens(turn.completion_ids, turn.allowed, turn.choices)):
                         continue  # nothing to train: no tokens, or every token forced by the constraint
                     k = turn.task_index
                     seq = (start + g, k) if cfg.sequence_unit == "trajectory" else (start + g, k, turn_i)
@@ -287,6 +287,7 @@ class Trainer:
                             "completion_ids": turn.completion_ids,
                             "old_logp": turn.logprobs,
                             "allowed": turn.allowed,
+                            "choices": turn.choices,
                             "adv": float(adv[g, k]) + step_adv.get((g, turn_i), 0.0),
                             "seq": seq,
                         }
@@ -341,7 +342,7 @@ class Trainer:
         """
         cfg = self.config
         seq_index = {s: i for i, s in enumerate(dict.fromkeys(r["seq"] for r in rows))}
-        lengths = [sum(trained_tokens(r["completion_ids"], r.get("allowed"))) for r in rows]
+        lengths = [sum(trained_tokens(r["completion_ids"], r.get("allowed"), r.get("choices"))) for r in rows]
         seq_ids = [seq_index[r["seq"]] for r in rows]
         totals = batch_counts(lengths, seq_ids)
         if self.world > 1:
@@ -363,7 +364,6 @@ class Trainer:
 
     def add_reference_logprobs(self, rows: list[dict[str, Any]]) -> None:
         """Set each row's ``ref_logp`` (T,): the reference model's log-probs, once per batch (not per PPO epoch)."""
-        cfg = self.config
         ref, switch_off = self.ref_model, contextlib.nullcontext()
         if ref is None:  # LoRA: the reference is the base model, i.e. the policy with its adapter switched off
             ref, switch_off = self.model, self.accelerator.unwrap_model(self.model).disable_adapter()
@@ -372,14 +372,7 @@ class Trainer:
         with torch.no_grad(), switch_off:
             for idx in self.micro_batches(rows):
                 batch = [rows[i] for i in idx]
-                logp, _, _ = completion_logprobs(
-                    ref,
-                    [r["prompt_ids"] for r in batch],
-                    [r["completion_ids"] for r in batch],
-                    temperature=cfg.temperature,
-                    pad_id=self.policy.pad_id,
-                    allowed=[r.get("allowed") for r in batch],
-                )  # (B, T)
+                logp, _, _ = self.logprobs(ref, batch)  # (B, T)
                 for j, r in enumerate(batch):
                     r["ref_logp"] = logp[j, : len(r["completion_ids"])]  # (T_j,)
         self.model.train(was_training)
@@ -422,19 +415,29 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return sums
 
+    def logprobs(
+        self, model: Any, batch: Sequence[dict[str, Any]], with_entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(logp, mask, entropy)`` (B, T) of ``batch``'s rows under ``model``.
+
+        Per token, or per choice for rows decoded by whole options: the distribution each was sampled from.
+        """
+        prompts, completions = [r["prompt_ids"] for r in batch], [r["completion_ids"] for r in batch]
+        by_options = {r.get("choices") is not None for r in batch}
+        assert len(by_options) == 1, "a batch mixes rows decoded by whole options with rows decoded token by token"
+        if by_options.pop():
+            return choice_logprobs(
+                model, prompts, completions, [r["choices"] for r in batch], temperature=self.config.temperature,
+                with_entropy=with_entropy,
+            )  # fmt: skip
+        return completion_logprobs(
+            model, prompts, completions, temperature=self.config.temperature, pad_id=self.policy.pad_id,
+            with_entropy=with_entropy, allowed=[r.get("allowed") for r in batch],
+        )  # fmt: skip
+
     def _micro_step(self, batch: list[dict[str, Any]], weights: torch.Tensor) -> dict[str, float]:
         cfg, device = self.config, self.accelerator.device
-        prompts = [r["prompt_ids"] for r in batch]
-        completions = [r["completion_ids"] for r in batch]
-        logp, mask, entropy = completion_logprobs(
-            self.model,
-            prompts,
-            completions,
-            temperature=cfg.temperature,
-            pad_id=self.policy.pad_id,
-            with_entropy=True,
-            allowed=[r.get("allowed") for r in batch],
-        )  # (B, T) each
+        logp, mask, entropy = self.logprobs(self.model, batch, with_entropy=True)  # (B, T) each
         old = torch.zeros_like(logp)  # (B, T)
         for i, r in enumerate(batch):
             old[i, : len(r["old_logp"])] = torch.tensor(r["old_logp"], device=device)

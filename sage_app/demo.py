@@ -245,11 +245,15 @@ class DemoConfig:
     a pen in shelf" -> ``shelf 1``, not ``garbagecan 1``; ``LLMPolicy(typed_arguments=...)``)."""
     option_greedy: bool = True
     """Greedy evaluation takes each constrained choice's most likely whole option (``LLMPolicy(option_greedy=...)``,
-    ``decoding.greedy_options``), not the likeliest allowed token step by step; RL samples as before. False: every
+    ``decoding.decode_options``), not the likeliest allowed token step by step; RL samples as before. False: every
     demo before it. Token-by-token greedy commits to a command's first word before weighing its object: the
     demo's SFT model chose ``take`` at 213 of 293 turns where the expert walked past objects the task does not
     name, whole options at 1, and its TGC on 100 valid_unseen chains went 38.0% -> 54.5% (seed 1: 44.5 -> 62.0;
     docs/demo.md, "Whole-option greedy decoding")."""
+    option_sampling: bool = False
+    """RL samples each constrained choice's option as a whole from the softmax over the whole-option scores and trains
+    that choice's log-prob (``LLMPolicy(option_sampling=...)``), so RL shapes the distribution whole-option greedy
+    evaluation reads. False: RL samples token by token (every demo before it)."""
 
     reskill_min_reservoir: int = 32
     """Episodes in ReSkill's reservoir before its creator is first asked (``TrainConfig.reskill_min_reservoir``,
@@ -442,6 +446,7 @@ class DemoConfig:
             "skill_descriptions": False,  # signatures only: the names and parameters say what a tiny model can use
             "typed_arguments": self.typed_arguments,
             **({"option_greedy": True} if self.option_greedy else {}),  # absent when off: earlier runs' hashes hold
+            **({"option_sampling": True} if self.option_sampling else {}),
         }
 
     @property

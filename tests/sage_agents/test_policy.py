@@ -399,8 +399,8 @@ def test_a_history_shorter_than_the_window_is_shown_whole(tiny):
 
 @torch.no_grad()
 def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
-    """The text :func:`greedy_options` must produce: at each choice, the option whose tokens (EOS if it ends) have
-    the largest full-vocabulary log-prob sum, each option scored by its own uncached forward."""
+    """The text greedy :func:`decode_options` must produce: at each choice, the option whose tokens (EOS if it ends)
+    have the largest full-vocabulary log-prob sum, each option scored by its own uncached forward."""
     ids, text, choice = list(prompt_ids), "", next(plan)
     while True:
         scores = []
@@ -436,7 +436,11 @@ def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way,
             model, out.prompt_ids, call_plan(ADM, calls), policy.encode_option, tok.eos_token_id
         )
         assert out.text == expected and out.completion_ids[-1] == tok.eos_token_id
-    assert_trained_logprobs_are_the_sampled_ones(model, tok, outs)  # recorded log-probs: the restricted ones
+    logp, _, _ = decoding.choice_logprobs(
+        model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], [o.choices for o in outs]
+    )  # recorded log-probs: the choices' log pi(option), as the trainer computes them
+    for i, out in enumerate(outs):
+        torch.testing.assert_close(logp[i, : len(out.logprobs)].detach(), torch.tensor(out.logprobs), atol=1e-5, rtol=0)
 
 
 class NextWordLM(torch.nn.Module):
@@ -472,6 +476,6 @@ def test_option_greedy_weighs_the_whole_command_where_token_greedy_commits_to_it
         go: {to: 1.0}, to: {box: 1.0}, box: {one: 0.5, two: 0.5}, soapbar: {one: 1.0}, one: {eos: 1.0}, two: {eos: 1.0},
     }  # fmt: skip
     model = NextWordLM(len(tok), table)
-    [out] = decoding.greedy_options(model, [prompt], [call_plan(commands, [])], encode=encode, eos_id=eos)
+    [out] = decoding.decode_options(model, [prompt], [call_plan(commands, [])], encode=encode, eos_id=eos, greedy=True)
     assert out.text == "go to box 1"  # 0.4 * 0.5 = 0.2 as a whole, against take soapbar 1's 0.6 * 0.1 = 0.06
-    assert out.logprobs[0] == pytest.approx(float(torch.tensor(0.4).log()), abs=1e-4)  # "go" among {take, go}
+    assert out.logprobs[0] == pytest.approx(float(torch.tensor(0.2 / 0.46).log()), abs=1e-4)  # 0.2 / (.06 + .2 + .2)
