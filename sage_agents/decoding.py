@@ -318,17 +318,16 @@ def decode_options(
             break
         prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
         at_ends = [[(len(prefix), trie)] for prefix, (_, trie) in zip(prefixes, choosing, strict=True)]
-        logits = _option_logits(model, prefixes, at_ends)  # (N, L, V): every option's path
+        scores, plain = _option_scores(model, prefixes, at_ends, (temperature, 1.0))  # (N,) each: every option's
         first = 0
         for b, trie in choosing:
             paths = trie.paths
-            block = logits[first : first + len(paths)]  # (K, L, V): this choice's options
-            first += len(paths)
-            log_pi = torch.log_softmax(_path_scores(block.float() / temperature, paths), -1)  # (K,)
+            log_pi = torch.log_softmax(scores[first : first + len(paths)], -1)  # (K,): this choice's options
             if greedy:
-                pick = int(_path_scores(block, paths).argmax())
+                pick = int(plain[first : first + len(paths)].argmax())
             else:
                 pick = int(torch.multinomial(log_pi.exp(), 1))
+            first += len(paths)
             choices[b].append(Choice(len(taken[b]), paths, pick))
             for i, token in enumerate(paths[pick]):
                 logprobs[b].append(float(log_pi[pick]) if i == 0 else 0.0)
@@ -375,14 +374,13 @@ def choice_logprobs(
     ]
     at, values, entropies = [], [], []
     if any(scored):
-        logits = _option_logits(model, sequences, attachments)  # (N, L, V)
+        [scores] = _option_scores(model, sequences, attachments, (temperature,))  # (N,)
         first = 0
         for b, (own, own_tries) in enumerate(zip(scored, tries, strict=True)):
             for choice, trie in zip(own, own_tries, strict=True):
                 paths = trie.paths
-                block = logits[first : first + len(paths)]
+                log_pi = torch.log_softmax(scores[first : first + len(paths)], -1)  # (K,)
                 first += len(paths)
-                log_pi = torch.log_softmax(_path_scores(block.float() / temperature, paths), -1)  # (K,)
                 at.append((b, choice.start))
                 values.append(log_pi[paths.index(choice.options[choice.taken])])
                 entropies.append(-(log_pi.exp() * log_pi).sum().detach())
@@ -446,11 +444,68 @@ class _FlatTrie:
 TREE_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take a custom 4D additive mask, hence :func:`_option_logits`' tree attention."""
 
+MAX_TREE_CELLS = 2**24
+"""Attention cells (rows x positions^2) of one forward of :func:`_option_scores`: the rows are scored in chunks of
+similar length under it, so one long skill definition's tries do not pad every row of its batch to their length."""
+
+
+class _OptionIndex(NamedTuple):
+    """Where each option's tokens are predicted in a logits tensor (B, K, V).
+
+    Option n's token k is ``tokens[n, k]``, predicted at ``[rows[n], columns[n, k]]``; ``real[n, k]`` is False past
+    the option's end.
+    """
+
+    rows: torch.Tensor
+    columns: torch.Tensor
+    tokens: torch.Tensor
+    real: torch.Tensor
+
+    @classmethod
+    def of(cls, rows: Sequence[int], columns: Sequence[Sequence[int]], paths: Sequence[Sequence[int]], device: Any):
+        longest = max(len(path) for path in paths)
+        pad = lambda values: [[*v, *[0] * (longest - len(v))] for v in values]  # noqa: E731
+        real = [[k < len(path) for k in range(longest)] for path in paths]
+        tensors = (rows, pad(columns), pad(paths), real)
+        return cls(*(torch.tensor(t, device=device) for t in tensors))
+
+
+def _option_scores(
+    model: Any,
+    sequences: Sequence[Sequence[int]],
+    attachments: Sequence[Sequence[tuple[int, _FlatTrie]]],
+    temperatures: Sequence[float],
+) -> list[torch.Tensor]:
+    """Per temperature, (N,) every option's score, options in :func:`_option_logits`' order.
+
+    A score is the sum of the option's tokens' log-probs under the full-vocabulary softmax of the logits divided by
+    the temperature. Rows run in chunks of at most :data:`MAX_TREE_CELLS` (differentiable: the chunks' graphs add
+    up); a token's log-prob is gathered as a scalar, never as an (options, length, V) copy of the logits.
+    """
+    sizes = [len(s) + sum(len(trie.tokens) for _, trie in own) for s, own in zip(sequences, attachments, strict=True)]
+    by_row: list[list[torch.Tensor]] = [[] for _ in sequences]  # per row, its options' scores per temperature
+    chunk: list[int] = []
+    for b in [*sorted(range(len(sequences)), key=sizes.__getitem__), None]:  # None: the last chunk's end
+        if chunk and (b is None or (len(chunk) + 1) * sizes[b] ** 2 > MAX_TREE_CELLS):
+            logits, index = _option_logits(model, [sequences[i] for i in chunk], [attachments[i] for i in chunk])
+            per_temperature = []
+            for temperature in temperatures:
+                logp = torch.log_softmax(logits.float() / temperature, -1)  # (B, K, V)
+                picked = logp[index.rows[:, None], index.columns, index.tokens]  # (n, L): scalars, not (n, L, V)
+                per_temperature.append((picked * index.real).sum(-1))  # (n,)
+            counts = [sum(len(trie.options) for _, trie in attachments[i]) for i in chunk]
+            for i, parts in zip(chunk, zip(*(t.split(counts) for t in per_temperature), strict=True), strict=True):
+                by_row[i] = list(parts)
+            chunk = []
+        if b is not None:
+            chunk.append(b)
+    return [torch.cat([row[t] for row in by_row]) for t in range(len(temperatures))]
+
 
 def _option_logits(
     model: Any, sequences: Sequence[Sequence[int]], attachments: Sequence[Sequence[tuple[int, _FlatTrie]]]
-) -> Any:
-    """(N, L, V) logits predicting each token of every option's path (N in all, L the longest).
+) -> tuple[torch.Tensor, _OptionIndex]:
+    """Logits (B, K, V) and where in them each token of every option's path is predicted.
 
     ``attachments[b]`` lists ``(point, trie)``: the trie's options continue ``sequences[b][:point]`` (point >= 1).
     Options come out row by row, attachment by attachment, each trie's in its order. One forward for all rows:
@@ -471,7 +526,7 @@ def _option_logits(
     positions = torch.zeros_like(ids)
     see = torch.zeros(len(sequences), size, size, dtype=torch.bool, device=device)  # (B, T, T): query attends key
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-    rows, columns = [], []  # per option: its row, and the columns whose logits predict its tokens
+    rows, columns, paths = [], [], []  # per option: its row, the columns whose logits predict its tokens, its tokens
     for b, (sequence, own) in enumerate(zip(sequences, attachments, strict=True)):
         start = width - len(sequence)
         ids[b, start:width] = torch.tensor(list(sequence), device=device)
@@ -490,6 +545,7 @@ def _option_logits(
             for option in trie.options:  # its first token is predicted by the point's last token
                 rows.append(b)
                 columns.append([start + point - 1, *(offset + n for n in option[:-1])])
+                paths.append([trie.tokens[n] for n in option])
             offset = end
     see |= torch.eye(size, dtype=torch.bool, device=device)  # padding sees itself (no empty softmax row)
     dtype = inner.dtype
@@ -497,18 +553,18 @@ def _option_logits(
     earliest = min(column[0] for column in columns)  # no logits before it are read
     keep = {"logits_to_keep": size - earliest} if "logits_to_keep" in forward_parameters(model) else {}
     out = model(input_ids=ids, attention_mask=mask[:, None], position_ids=positions, **keep).logits
-    out = out[:, -(size - earliest) :]  # (B, size - earliest, V)
-    longest = max(len(column) for column in columns)
-    steps = [[c - earliest for c in column] + [0] * (longest - len(column)) for column in columns]
-    return out[torch.tensor(rows, device=device)[:, None], torch.tensor(steps, device=device)]  # (N, L, V)
+    columns = [[c - earliest for c in column] for column in columns]
+    return out[:, earliest - size :], _OptionIndex.of(rows, columns, paths, device)
 
 
-def _whole_path_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]) -> Any:
+def _whole_path_logits(
+    model: Any, prefixes: Sequence[Sequence[int]], paths: Sequence[Sequence[Sequence[int]]]
+) -> tuple[torch.Tensor, _OptionIndex]:
     """:func:`_option_logits` without tree attention: every path after its whole prefix, one left-padded batch."""
     device = next(model.parameters()).device
     rows = [[*prefix, *path] for prefix, own in zip(prefixes, paths, strict=True) for path in own]
-    lengths = [len(path) for own in paths for path in own]
-    longest, width = max(lengths), max(len(row) for row in rows)
+    flat = [path for own in paths for path in own]
+    width = max(len(row) for row in rows)
     ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)  # (N, W) left-padded
     mask = torch.zeros_like(ids)
     for i, row in enumerate(rows):
@@ -516,19 +572,8 @@ def _whole_path_logits(model: Any, prefixes: Sequence[Sequence[int]], paths: Seq
         mask[i, width - len(row) :] = 1
     logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
     # row i's path ends at the last column: its token k is predicted at column W - 1 - len + k
-    cols = torch.tensor([[width - 1 - n + k for k in range(longest)] for n in lengths], device=device).clamp(
-        max=width - 1
-    )
-    return logits[torch.arange(len(rows), device=device)[:, None], cols]
-
-
-def _path_scores(logits: Any, paths: Sequence[Sequence[int]]) -> Any:
-    """(K,) the sum of each path's tokens' full-vocabulary log-probs; ``logits`` (K, >= longest, V)."""
-    logp = torch.log_softmax(logits.float(), -1)
-    longest = max(len(path) for path in paths)
-    tokens = torch.tensor([[*path, *[0] * (longest - len(path))] for path in paths], device=logits.device)
-    real = torch.tensor([[i < len(path) for i in range(longest)] for path in paths], device=logits.device)
-    return (logp[:, :longest].gather(-1, tokens[..., None]).squeeze(-1) * real).sum(-1)
+    columns = [[width - 1 - len(path) + k for k in range(len(path))] for path in flat]
+    return logits, _OptionIndex.of(range(len(rows)), columns, flat, device)
 
 
 def forward_parameters(model: Any) -> Any:
