@@ -164,9 +164,11 @@ class BoxesEnv(FakeChainEnv):
         return [c for c in super().admissible() if c != "look"]
 
 
-def test_a_trainer_step_samples_and_trains_whole_options(tiny, tmp_path):
+@pytest.mark.parametrize("lora", [{}, {"lora_r": 4}], ids=["full", "lora"])
+def test_a_trainer_step_samples_and_trains_whole_options(tiny, tmp_path, lora):
     model, tok = tiny
-    cfg = TrainConfig(**{**FAST_TRAIN, "output_dir": str(tmp_path / "run"), "option_sampling": True, "total_steps": 1})
+    fields = {**FAST_TRAIN, "output_dir": str(tmp_path / "run"), "option_sampling": True, "total_steps": 1, **lora}
+    cfg = TrainConfig(**fields)
     trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, env_fn=lambda: BoxesEnv(easy=True))
     start = copy.deepcopy(trainer.policy.model)
     metrics = trainer.train_step()
