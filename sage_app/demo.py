@@ -69,13 +69,22 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 nearly memorises the expert's dozen chains (20 epochs on every turn's action alone, ``go to`` turns kept), 15 turns
 per task and groups of 8, so that some RL rollouts on those chains succeed and every arm's update moves its
 weights (docs/demo.md). An env without an entry gets the domain-neutral choices each field names."""
-LONG = {"rl_steps": 100, "rl_eval_every": 10, "rl_save_every": 10, "rl_lr": 1e-4, "reskill_min_test_episodes": 256}
+LONG = {
+    "rl_steps": 100,
+    "rl_eval_every": 10,
+    "rl_save_every": 10,
+    "rl_lr": 1e-4,
+    "reskill_min_test_episodes": 256,
+    "option_sampling": True,
+}
 """What ``--long`` sets where a field has its default value (the other fields keep theirs): 100 RL
 steps per arm, a held-out evaluation every 10 (the first 50 chains of the evaluation split, ~1.5 minutes each here),
 a checkpoint at each, lr 1e-4 (at the demo's 2e-5, 100 steps moved the policy by a KL of 0.016 to the SFT model
 and its held-out TGC not at all; at 1e-4 it moved 5x more: docs/demo.md, "The learning run") and ReSkill version
 tests of 256 episodes (16 steps; at 64, a useless version is accepted about one test in six and the demo-long arm
-accepted one every ~25 steps: docs/reskill.md, "Sizing a test")."""
+accepted one every ~25 steps: docs/reskill.md, "Sizing a test") and RL sampling whole options (``option_sampling``:
+100 steps token by token left held-out TGC where it started, by whole options it rose; docs/demo.md, "A policy over
+whole options")."""
 ARMS = ("grpo", "sage", "reskill")
 PERSISTENT = "sage-persistent"
 """Label of SAGE's last checkpoint evaluated with one library kept across chains
@@ -398,7 +407,8 @@ class DemoConfig:
 
         Settings of the decoder that an earlier version had and this one does not
         (:data:`sage_agents.config.REMOVED_FIELDS`) are dropped. A run saved before ``train_command_grammar``
-        existed trained on the wheel's grammar, one saved before ``sft_shuffle_parameters`` on shuffled
+        existed trained on the wheel's grammar, one saved before ``option_sampling`` sampled token by token, one saved
+        before ``sft_shuffle_parameters`` on shuffled
         parameter orders and one saved before ``reskill_min_within_step_z`` under the paper's accept rule (None), so
         that is what they are loaded with. A ``long`` run keeps the :data:`LONG` values it saved, including those
         equal to a field's default that ``--long`` now replaces. A run saved before ``env_id``
@@ -412,6 +422,7 @@ class DemoConfig:
             "train_command_grammar": "wheel",
             "sft_shuffle_parameters": True,
             "reskill_min_within_step_z": None,
+            "option_sampling": False,
             **json.loads(Path(path).read_text()),
         }
         if "env_id" not in saved and "expert_skills" in saved and saved["expert_skills"] is None:
