@@ -3,6 +3,7 @@
     python benchmarks/gpu_check.py                 # one GPU, <= 8 minutes on an H200; no downloads
     python benchmarks/gpu_check.py --toy           # tiny shapes, 1 step, runs on CPU (tests/benchmarks)
     python benchmarks/gpu_check.py --sizes 0.6b --modes lora --steps 2
+    python benchmarks/gpu_check.py --sizes 0.6b --modes options   # constrained, sampled and trained by whole options
 
 The policies are randomly initialised from ``transformers.Qwen3Config`` with the real shapes of Qwen3-0.6B and
 Qwen3-4B (hidden size, layers, attention and KV heads, head dim, MLP size, vocabulary, tied embeddings) and the
@@ -12,7 +13,9 @@ takes. Training: ``algo="sage"`` on ``SageChain-ALFWorld-v0`` (native engine), g
 step, bf16 autocast (``mixed_precision="bf16"``); full fine-tune keeps fp32 master weights (``dtype="float32"``),
 LoRA (``lora_r=16``, all linear layers) keeps the frozen base in bf16 (``dtype="bfloat16"``); gradient
 checkpointing on. A random model rarely emits a valid action, so a chain is a few turns of ``max_new_tokens``
-tokens per task: the check measures the machinery (generation, update, memory), not learning.
+tokens per task: the check measures the machinery (generation, update, memory), not learning. The ``options`` mode
+is the full fine-tune acting by constrained decoding with a policy over whole options (``option_sampling``: every
+option of a choice scored by one tree-attention forward, in rollouts and in the update, under bf16 autocast).
 
 Printed per run: median step seconds over the steps after the first (the first when only one), generated
 tokens/s during the rollout, peak GPU memory (``torch.cuda.max_memory_allocated``), and the share of the step
@@ -50,6 +53,10 @@ SHAPES: dict[str, dict[str, Any]] = {
     "toy": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "head_dim": 8, "intermediate_size": 64, "vocab_size": 1024, "tie_word_embeddings": True},
 }  # fmt: skip
+MODES = ("full", "lora", "options")
+"""Full fine-tune, LoRA, and the full fine-tune sampling and training whole options under constrained decoding."""
+
+
 def save_random_qwen3(size: str, folder: Path, dtype: torch.dtype, device: str) -> int:
     """A random-init Qwen3 of ``SHAPES[size]`` with the offline tokenizer, saved to ``folder``; returns params."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace, size: str, mode: str, model_dir: Path, out_dir
     from sage_agents.trainer import Trainer
 
     cuda = torch.cuda.is_available() and not args.cpu
-    lora = mode == "lora"
+    lora, options = mode == "lora", mode == "options"
     cfg = TrainConfig(
         algo="sage",
         env_id="SageChain-ALFWorld-v0",
@@ -97,6 +104,8 @@ def run(args: argparse.Namespace, size: str, mode: str, model_dir: Path, out_dir
         lr=1e-6 if not lora else 1e-5,
         dtype="bfloat16" if lora else "float32",
         mixed_precision="bf16" if cuda else "no",
+        constrained=options,
+        option_sampling=options,
         lora_r=16 if lora else 0,
         lora_alpha=32,
         lora_dropout=0.0,
@@ -149,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toy", action="store_true", help="tiny shapes, 1 step, group size 2: a CPU smoke run")
     parser.add_argument("--sizes", default=None, help="comma-separated of 0.6b,4b (default both; toy: toy)")
-    parser.add_argument("--modes", default="full,lora", help="comma-separated of full,lora")
+    parser.add_argument("--modes", default="full,lora", help="comma-separated of full,lora,options")
     parser.add_argument("--steps", type=int, default=None, help="SAGE steps per run (default 3; toy: 1)")
     parser.add_argument("--group-size", type=int, default=None, help="G (default 8; toy: 2)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="per turn (default 64; toy: 8)")
@@ -164,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     args.group_size = args.group_size or (2 if toy else 8)
     args.max_new_tokens = args.max_new_tokens or (8 if toy else 64)
     args.turns = args.turns or (2 if toy else 4)
-    bad = [s for s in args.sizes if s not in SHAPES] + [m for m in args.modes if m not in ("full", "lora")]
+    bad = [s for s in args.sizes if s not in SHAPES] + [m for m in args.modes if m not in MODES]
     if bad:
-        parser.error(f"unknown sizes/modes {bad}; sizes: {sorted(SHAPES)}, modes: full, lora")
+        parser.error(f"unknown sizes/modes {bad}; sizes: {sorted(SHAPES)}, modes: {', '.join(MODES)}")
     cuda = torch.cuda.is_available() and not args.cpu
     device = "cuda" if cuda else "cpu"
     name = torch.cuda.get_device_name() if cuda else "CPU"

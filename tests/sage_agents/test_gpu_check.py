@@ -16,12 +16,12 @@ def load_gpu_check():
 
 
 @pytest.mark.slow
-def test_gpu_check_toy_runs_full_and_lora_on_cpu(capsys):
+def test_gpu_check_toy_runs_full_lora_and_whole_options_on_cpu(capsys):
     gpu_check = load_gpu_check()
-    assert gpu_check.main(["--toy", "--cpu"]) == 0
+    assert gpu_check.main(["--toy", "--cpu", "--modes", "full,lora,options"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| Qwen3-toy |")]
-    assert [row.split("|")[2].strip() for row in rows] == ["full", "lora"]
+    assert [row.split("|")[2].strip() for row in rows] == ["full", "lora", "options"]
     for row in rows:
         step_s, tok_s = (float(c) for c in row.split("|")[3:5])
         assert step_s > 0 and tok_s > 0
