@@ -318,16 +318,14 @@ def decode_options(
             break
         prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
         at_ends = [[(len(prefix), trie)] for prefix, (_, trie) in zip(prefixes, choosing, strict=True)]
-        scores, plain = _option_scores(model, prefixes, at_ends, (temperature, 1.0))  # (N,) each: every option's
-        first = 0
-        for b, trie in choosing:
+        temperatures = (temperature, 1.0) if greedy else (temperature,)  # greedy argmaxes the untempered scores
+        scores = _option_scores(model, prefixes, at_ends, temperatures)  # (N,) per temperature: every option's
+        counts = [len(trie.options) for _, trie in choosing]
+        log_pis = _per_choice_log_pi(scores[0], counts)
+        plain = scores[-1].split(counts)
+        for (b, trie), log_pi, own in zip(choosing, log_pis, plain, strict=True):
             paths = trie.paths
-            log_pi = torch.log_softmax(scores[first : first + len(paths)], -1)  # (K,): this choice's options
-            if greedy:
-                pick = int(plain[first : first + len(paths)].argmax())
-            else:
-                pick = int(torch.multinomial(log_pi.exp(), 1))
-            first += len(paths)
+            pick = int(own.argmax()) if greedy else int(torch.multinomial(log_pi.exp(), 1))
             choices[b].append(Choice(len(taken[b]), paths, pick))
             for i, token in enumerate(paths[pick]):
                 logprobs[b].append(float(log_pi[pick]) if i == 0 else 0.0)
@@ -375,15 +373,12 @@ def choice_logprobs(
     at, values, entropies = [], [], []
     if any(scored):
         [scores] = _option_scores(model, sequences, attachments, (temperature,))  # (N,)
-        first = 0
-        for b, (own, own_tries) in enumerate(zip(scored, tries, strict=True)):
-            for choice, trie in zip(own, own_tries, strict=True):
-                paths = trie.paths
-                log_pi = torch.log_softmax(scores[first : first + len(paths)], -1)  # (K,)
-                first += len(paths)
-                at.append((b, choice.start))
-                values.append(log_pi[paths.index(choice.options[choice.taken])])
-                entropies.append(-(log_pi.exp() * log_pi).sum().detach())
+        flat = [(b, c, trie) for b, own in enumerate(scored) for c, trie in zip(own, tries[b], strict=True)]
+        log_pis = _per_choice_log_pi(scores, [len(trie.options) for *_, trie in flat])
+        for (b, choice, trie), log_pi in zip(flat, log_pis, strict=True):
+            at.append((b, choice.start))
+            values.append(log_pi[trie.paths.index(choice.options[choice.taken])])
+            entropies.append(-(log_pi.exp() * log_pi).sum().detach())
     logp = torch.zeros(len(completion_ids), tmax, device=device)
     mask, entropy = torch.zeros_like(logp), torch.zeros_like(logp)
     if at:
@@ -483,23 +478,29 @@ def _option_scores(
     up); a token's log-prob is gathered as a scalar, never as an (options, length, V) copy of the logits.
     """
     sizes = [len(s) + sum(len(trie.tokens) for _, trie in own) for s, own in zip(sequences, attachments, strict=True)]
+    chunks: list[list[int]] = []  # rows by size, each chunk's rows padded to its last (largest) one
+    for b in sorted(range(len(sequences)), key=sizes.__getitem__):
+        if chunks and (len(chunks[-1]) + 1) * sizes[b] ** 2 <= MAX_TREE_CELLS:
+            chunks[-1].append(b)
+        else:
+            chunks.append([b])
     by_row: list[list[torch.Tensor]] = [[] for _ in sequences]  # per row, its options' scores per temperature
-    chunk: list[int] = []
-    for b in [*sorted(range(len(sequences)), key=sizes.__getitem__), None]:  # None: the last chunk's end
-        if chunk and (b is None or (len(chunk) + 1) * sizes[b] ** 2 > MAX_TREE_CELLS):
-            logits, index = _option_logits(model, [sequences[i] for i in chunk], [attachments[i] for i in chunk])
-            per_temperature = []
-            for temperature in temperatures:
-                logp = torch.log_softmax(logits.float() / temperature, -1)  # (B, K, V)
-                picked = logp[index.rows[:, None], index.columns, index.tokens]  # (n, L): scalars, not (n, L, V)
-                per_temperature.append((picked * index.real).sum(-1))  # (n,)
-            counts = [sum(len(trie.options) for _, trie in attachments[i]) for i in chunk]
-            for i, parts in zip(chunk, zip(*(t.split(counts) for t in per_temperature), strict=True), strict=True):
-                by_row[i] = list(parts)
-            chunk = []
-        if b is not None:
-            chunk.append(b)
+    for chunk in chunks:
+        logits, index = _option_logits(model, [sequences[i] for i in chunk], [attachments[i] for i in chunk])
+        per_temperature = []
+        for temperature in temperatures:
+            logp = torch.log_softmax(logits.float() / temperature, -1)  # (B, K, V)
+            picked = logp[index.rows[:, None], index.columns, index.tokens]  # (n, L): scalars, not (n, L, V)
+            per_temperature.append((picked * index.real).sum(-1))  # (n,)
+        counts = [sum(len(trie.options) for _, trie in attachments[i]) for i in chunk]
+        for i, parts in zip(chunk, zip(*(t.split(counts) for t in per_temperature), strict=True), strict=True):
+            by_row[i] = list(parts)
     return [torch.cat([row[t] for row in by_row]) for t in range(len(temperatures))]
+
+
+def _per_choice_log_pi(scores: torch.Tensor, counts: Sequence[int]) -> list[torch.Tensor]:
+    """``log pi`` over each choice's options: ``scores`` (N,) cut into consecutive choices of ``counts`` options."""
+    return [torch.log_softmax(own, -1) for own in scores.split(list(counts))]
 
 
 def _option_logits(
