@@ -5,7 +5,8 @@
 
 Each run is an RL training folder started from the demo's SFT model (``examples/learning_curve.py --output RUN``,
 or a demo arm's ``runs/demo/<arm>``); its newest checkpoint plays as the demo's ``--arm`` entry would (the
-demo's decoding, skills mode and seeds; sage_app/demo.py ``agent_entries``), and so does the SFT model, on the first
+demo's decoding, skills mode and seeds; sage_app/demo.py ``agent_entries``), and so does the SFT model in the same
+skills mode (``sft``; ``sft-sage`` for ``--arm sage``: SAGE's start), on the first
 ``--eval-chains`` chains of ``--eval-split`` (default: the demo's evaluation split), through the leaderboard
 evaluator (resumable: a finished evaluation is read back). Prints each agent's TGC, SGC, steps and generated tokens
 per task, then each run against the SFT model and against the first run, chain by chain (paired bootstrap over
@@ -22,7 +23,7 @@ from pathlib import Path
 from leaderboard.evaluate import evaluate
 from sage_agents.checkpoints import latest_checkpoint
 from sage_agents.evaluation import summarize_records
-from sage_app.demo import ARMS, DemoConfig, agent_entries, entry_eval_config, logged_episodes, paired_ci
+from sage_app.demo import ARMS, SFT_AS_SAGE, DemoConfig, agent_entries, entry_eval_config, logged_episodes, paired_ci
 
 
 def differences(a: dict, b: dict) -> dict:
@@ -72,24 +73,25 @@ def main() -> None:
         checkpoints[run.name] = checkpoint
     results = {}  # label -> episode log
     split, chains = args.eval_split or cfg.eval_split, args.eval_chains
-    for label in ["sft", *checkpoints]:
-        arms = {} if label == "sft" else {args.arm: checkpoints[label]}
-        entry = agent_entries(cfg, demo / "sft" / "model", arms)["sft" if label == "sft" else args.arm]
+    start = SFT_AS_SAGE if args.arm == "sage" else "sft"  # the SFT model playing in the arm's own skill mode
+    for label in [start, *checkpoints]:
+        arms = {args.arm: checkpoints.get(label, demo / "sft")}
+        entry = agent_entries(cfg, demo / "sft" / "model", arms)[args.arm if label in checkpoints else start]
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
         results[label] = logged_episodes(out, summary)
-        where = "" if label == "sft" else f" ({checkpoints[label]})"
+        where = f" ({checkpoints[label]})" if label in checkpoints else ""
         print(f"{label}{where}: TGC {100 * summary['tgc']:.1f}, SGC {100 * summary['sgc']:.1f}, steps/task "
               f"{summary['mean_steps']:.1f}, tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
     first, k = next(iter(checkpoints)), args.trained_chains
     for label in checkpoints:
-        print(f"{label} vs sft: {compare(results[label], results['sft'])}")
+        print(f"{label} vs {start}: {compare(results[label], results[start])}")
         if label != first:
             print(f"{label} vs {first}: {compare(results[label], results[first])}")
         for name, trained in () if k is None else ((f"chains < {k}", True), (f"chains >= {k}", False)):
-            subset = [{key: e for key, e in results[x].items() if (key[1] < k) == trained} for x in (label, "sft")]
+            subset = [{key: e for key, e in results[x].items() if (key[1] < k) == trained} for x in (label, start)]
             if all(subset):
                 tgc = [100 * figures(e)["tgc"] for e in subset]
-                print(f"{label} vs sft, {name}: TGC {tgc[0]:.1f} vs {tgc[1]:.1f}; {compare(*subset)}")
+                print(f"{label} vs {start}, {name}: TGC {tgc[0]:.1f} vs {tgc[1]:.1f}; {compare(*subset)}")
 
 
 if __name__ == "__main__":
