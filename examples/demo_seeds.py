@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sage_app.demo import comparison, comparison_line, goal_result, logged_episodes, spread, spread_line
+from sage_app.demo import SFT_AS_SAGE, comparison, comparison_line, goal_result, logged_episodes, spread, spread_line
 
 
 def steps_per_completed_task(run: Path, summary: dict) -> float:
@@ -39,7 +39,7 @@ def main() -> None:
             goals.setdefault(judged["name"], {})[run] = judged
         seed = result["config"]["seed"]
         for s in result["summaries"]:
-            if s["agent"] in ("sft", *result["config"]["arms"]):
+            if s["agent"] in ("sft", SFT_AS_SAGE, *result["config"]["arms"]):  # the arms and their starts
                 print(
                     f"| {run} | {seed} | {s['agent']} | {100 * s['tgc']:.1f} | {100 * s['sgc']:.1f} | "
                     f"{s['mean_steps']:.1f} | {steps_per_completed_task(Path(run), s):.1f} | "
