@@ -9,8 +9,9 @@ sft_dagger_chains=N``), so a finished stage is found and skipped on a rerun, and
 would train at those settings. The ``sft`` entry then plays the first
 ``--eval-chains`` chains of the evaluation split through the leaderboard evaluator twice: greedily (the leaderboard's
 protocol) and sampling at the policy's temperature, which shows what a policy that loops under greedy decoding
-can still do (and what RL would sample from). Prints the pairs, the SFT loss and time (and DAgger's), and one line
-per way.
+can still do (and what RL would sample from); with ``--sage`` also greedily as the SAGE arm plays it (``sft-sage``:
+the start SAGE's RL is judged from, with the demo's skills and templates). Prints the pairs, the SFT loss and time
+(and DAgger's), and one line per way.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import typer
 
 from leaderboard.evaluate import evaluate
 from sage_app.cli import parse_overrides
-from sage_app.demo import DemoConfig, agent_entries, dagger_model, entry_eval_config, expert_pairs, sft_model
+from sage_app.demo import (
+    SFT_AS_SAGE,
+    DemoConfig,
+    agent_entries,
+    dagger_model,
+    entry_eval_config,
+    expert_pairs,
+    sft_model,
+)
 
 
 def main() -> None:
@@ -31,6 +40,9 @@ def main() -> None:
     parser.add_argument("--output", default="runs/sft-stage", help="the stages' folder (a demo's layout)")
     parser.add_argument("--eval-chains", type=int, default=20, help="held-out chains played each way")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a DemoConfig field")
+    parser.add_argument(
+        "--sage", action="store_true", help="also play the model greedily as the SAGE arm would (sft-sage: its start)"
+    )
     args = parser.parse_args()
     try:
         cfg = DemoConfig(**{**parse_overrides(args.set), "output_dir": args.output})
@@ -59,6 +71,13 @@ def main() -> None:
         )
         print(f"sft, {way}: TGC {100 * summary['tgc']:.1f} ({summary['n_chains']} {cfg.eval_split} chains), "
               f"steps/task {summary['mean_steps']:.1f}")  # fmt: skip
+    if args.sage:
+        entry = agent_entries(cfg, sft, {"sage": sft.parent})[SFT_AS_SAGE]
+        config = entry_eval_config(cfg, SFT_AS_SAGE, entry, out / "results", cfg.eval_split, args.eval_chains)
+        summary = evaluate(config)
+        print(f"{SFT_AS_SAGE}, greedy: TGC {100 * summary['tgc']:.1f} ({summary['n_chains']} {cfg.eval_split} chains), "
+              f"steps/task {summary['mean_steps']:.1f}, engine steps/task {summary['mean_primitive_steps']:.1f}, "
+              f"tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -503,8 +503,16 @@ def test_sft_stage_trains_the_demos_sft_model_and_plays_it_greedy_and_sampled(tm
         assert re.search(rf"^sft, {way}: TGC \d+\.\d \(2 valid_unseen chains\), steps/task \d+\.\d$", out, re.M)
         assert len(list((tmp_path / "results").glob(f"sft-{way}__*.episodes.jsonl"))) == 1
     model = (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime
-    run_main("sft_stage", argv, monkeypatch, capsys)  # a rerun finds both stages finished
+    # a rerun finds both stages finished and plays the model as SAGE's start too, with the SAGE arm's skills (on one
+    # chain of 3 turns a task: the stages are read back, so the turn limit only shortens the plays)
+    rerun = [*argv[:2], "--eval-chains", "1", *argv[4:], "--set", "max_steps_per_task=3", "--sage"]
+    out = run_main("sft_stage", rerun, monkeypatch, capsys)
     assert (tmp_path / "sft" / "model" / "model.safetensors").stat().st_mtime == model
+    sage = r"^sft-sage, greedy: TGC \d+\.\d \(1 valid_unseen chains\), steps/task \d+\.\d, engine steps/task \d+\.\d, "
+    assert re.search(sage + r"tokens/task \d+\.\d$", out, re.M)
+    (played,) = (tmp_path / "results").glob("sft-sage__*.json")
+    recorded = json.loads(played.read_text())
+    assert recorded["agent_kwargs"]["write_skills"] and recorded["env_kwargs"]["skills"] == "program"
 
 
 def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp_path, monkeypatch, capsys):
