@@ -318,7 +318,8 @@ def decode_options(
             break
         prefixes = [[*prompt_ids[b], *taken[b]] for b, _ in choosing]
         at_ends = [[(len(prefix), trie)] for prefix, (_, trie) in zip(prefixes, choosing, strict=True)]
-        temperatures = (temperature, 1.0) if greedy else (temperature,)  # greedy argmaxes the untempered scores
+        # greedy argmaxes the untempered scores (scored once more only when the temperature is not 1)
+        temperatures = (temperature, 1.0) if greedy and temperature != 1.0 else (temperature,)
         scores = _option_scores(model, prefixes, at_ends, temperatures)  # (N,) per temperature: every option's
         counts = [len(trie.options) for _, trie in choosing]
         log_pis = _per_choice_log_pi(scores[0], counts)
