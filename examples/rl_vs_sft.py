@@ -23,7 +23,16 @@ from pathlib import Path
 from leaderboard.evaluate import evaluate
 from sage_agents.checkpoints import latest_checkpoint
 from sage_agents.evaluation import summarize_records
-from sage_app.demo import ARMS, SFT_AS_SAGE, DemoConfig, agent_entries, entry_eval_config, logged_episodes, paired_ci
+from sage_app.demo import (
+    ARMS,
+    SFT_AS_SAGE,
+    DemoConfig,
+    agent_entries,
+    entry_eval_config,
+    logged_episodes,
+    paired_ci,
+    sft_as_sage_entry,
+)
 
 
 def differences(a: dict, b: dict) -> dict:
@@ -74,9 +83,12 @@ def main() -> None:
     results = {}  # label -> episode log
     split, chains = args.eval_split or cfg.eval_split, args.eval_chains
     start = SFT_AS_SAGE if args.arm == "sage" else "sft"  # the SFT model playing in the arm's own skill mode
+    sft = demo / "sft" / "model"
     for label in [start, *checkpoints]:
-        arms = {args.arm: checkpoints.get(label, demo / "sft")}
-        entry = agent_entries(cfg, demo / "sft" / "model", arms)[args.arm if label in checkpoints else start]
+        if label in checkpoints:
+            entry = agent_entries(cfg, sft, {args.arm: checkpoints[label]})[args.arm]
+        else:
+            entry = sft_as_sage_entry(cfg, sft) if start == SFT_AS_SAGE else agent_entries(cfg, sft, {})["sft"]
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
         results[label] = logged_episodes(out, summary)
         where = f" ({checkpoints[label]})" if label in checkpoints else ""

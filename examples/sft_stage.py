@@ -31,6 +31,7 @@ from sage_app.demo import (
     dagger_model,
     entry_eval_config,
     expert_pairs,
+    sft_as_sage_entry,
     sft_model,
 )
 
@@ -72,7 +73,7 @@ def main() -> None:
         print(f"sft, {way}: TGC {100 * summary['tgc']:.1f} ({summary['n_chains']} {cfg.eval_split} chains), "
               f"steps/task {summary['mean_steps']:.1f}")  # fmt: skip
     if args.sage:
-        entry = agent_entries(cfg, sft, {"sage": sft.parent})[SFT_AS_SAGE]
+        entry = sft_as_sage_entry(cfg, sft)
         config = entry_eval_config(cfg, SFT_AS_SAGE, entry, out / "results", cfg.eval_split, args.eval_chains)
         summary = evaluate(config)
         print(f"{SFT_AS_SAGE}, greedy: TGC {100 * summary['tgc']:.1f} ({summary['n_chains']} {cfg.eval_split} chains), "

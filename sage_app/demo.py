@@ -776,8 +776,7 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
         "sft": ("policy", {"model_path": str(sft), **policy}, cfg.eval_env_kwargs("none")),
     }
     if any(arm_of(label) == "sage" for label in arms):
-        sage_start = {"model_path": str(sft), **policy, **cfg.sage_kwargs}
-        entries[SFT_AS_SAGE] = ("sage", sage_start, cfg.eval_env_kwargs("program"))
+        entries[SFT_AS_SAGE] = sft_as_sage_entry(cfg, sft)
     for label, checkpoint in arms.items():
         arm = arm_of(label)
         kwargs = {"model_path": str(checkpoint / "model"), **policy}
@@ -796,6 +795,11 @@ def agent_entries(cfg: DemoConfig, sft: Path, arms: dict[str, Path]) -> dict[str
         if arm == "sage" and cfg.sage_persistent_eval:
             entries[label.replace("sage", PERSISTENT, 1)] = (arm, kwargs, {**env_kwargs, "library_scope": "persistent"})
     return entries
+
+
+def sft_as_sage_entry(cfg: DemoConfig, sft: Path) -> tuple[str, dict, dict]:
+    """The :data:`SFT_AS_SAGE` entry of :func:`agent_entries`: the SFT model ``sft`` played as the SAGE arm plays."""
+    return "sage", {"model_path": str(sft), **cfg.policy_kwargs, **cfg.sage_kwargs}, cfg.eval_env_kwargs("program")
 
 
 def evaluate_agents(
