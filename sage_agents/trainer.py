@@ -296,6 +296,8 @@ class Trainer:
         stats = {
             "env/reward_mean": float(rewards_flat.mean()) if len(rewards_flat) else 0.0,
             "losses/advantage_abs_mean": float(adv_flat.abs().mean()) if len(adv_flat) else 0.0,
+            # Turns of positions whose group all won or all lost: no policy gradient, only the KL term's.
+            "losses/zero_advantage_turns": sum(r["adv"] == 0 for r in rows) / max(1, len(rows)),
         }
         if cfg.step_advantage_weight:
             stats["losses/step_advantage_abs_mean"] = sum(map(abs, step_all)) / max(1, len(step_all))

@@ -139,6 +139,7 @@ def test_without_the_step_level_each_turn_gets_its_episode_advantage(tiny, tmp_p
     plain = make_trainer(tiny, tmp_path, algo="grpo", group_size=2)  # the env is not played: hand-made rollouts
     rows, stats = plain.build_rows([FAST, SLOW])
     assert [row["adv"] for row in rows] == pytest.approx(EPISODE) and "losses/step_grouped_share" not in stats
+    assert stats["losses/zero_advantage_turns"] == 2 / 7  # task 1's turns: both rollouts won it
     plain.close()
 
 
