@@ -65,12 +65,14 @@ def test_option_sampling_implies_whole_option_greedy(tiny):
     assert out.text == greedy.act_batch([OBS], [INFO], [[]], greedy=True)[0].text
 
 
-@pytest.mark.parametrize("way", ["tree attention", "whole paths"])
+@pytest.mark.parametrize("way", ["tree attention", "whole paths", "trie pieces"])
 def test_the_trainers_choice_logprobs_are_the_sampled_ones(tiny, way, monkeypatch):
     """Turns of several choices (a call, then its two arguments) and prompts of different lengths, in one batch."""
     model, tok = tiny
     if way == "whole paths":  # as under an attention that takes no custom mask
         monkeypatch.setattr(decoding, "TREE_ATTENTION", ())
+    if way == "trie pieces":  # each trie scored in pieces of at most 4 nodes, each after its own copy of the prefix
+        monkeypatch.setattr(decoding, "MAX_TRIE_NODES", 4)
     policy = LLMPolicy(model, tok, constrained=True, option_sampling=True)
     torch.manual_seed(3)
     histories = [[], [("you see a very long list of things " * 3, "look")]] * 8
@@ -100,22 +102,25 @@ def test_the_trainers_choice_logprobs_are_the_sampled_ones(tiny, way, monkeypatc
             assert float(logp[i, choice.start]) == pytest.approx(float(expected), abs=1e-4)
 
 
-def test_choice_logprobs_gradient_is_the_same_by_tree_attention_and_by_whole_paths(tiny, monkeypatch):
+def test_choice_logprobs_gradient_is_the_same_by_tree_attention_whole_paths_and_trie_pieces(tiny, monkeypatch):
     model, tok = tiny
     policy = LLMPolicy(model, tok, constrained=True, option_sampling=True)
     torch.manual_seed(5)
     outs = policy.act_batch([SKILLS_OBS] * 6, [INFO] * 6, [[]] * 3 + [[("x", "look")]] * 3)
     grads = {}
-    for tree in (True, False):
+    whole = decoding.MAX_TRIE_NODES
+    for way, tree, trie_nodes in [("tree", True, whole), ("paths", False, whole), ("pieces", True, 4)]:
         monkeypatch.setattr(decoding, "TREE_ATTENTION", ("sdpa", "eager") if tree else ())
+        monkeypatch.setattr(decoding, "MAX_TRIE_NODES", trie_nodes)
         trained = copy.deepcopy(model).train()
         logp, _, _ = choice_logprobs(
             trained, [o.prompt_ids for o in outs], [o.completion_ids for o in outs], [o.choices for o in outs]
         )
         (logp * torch.arange(1.0, 1.0 + logp.shape[1])).sum().backward()  # a loss that weighs every choice
-        grads[tree] = torch.cat([p.grad.flatten() for p in trained.parameters()])
-    torch.testing.assert_close(grads[True], grads[False], atol=1e-5, rtol=1e-4)
-    assert grads[True].abs().max() > 1e-3  # a gradient that could differ
+        grads[way] = torch.cat([p.grad.flatten() for p in trained.parameters()])
+    torch.testing.assert_close(grads["tree"], grads["paths"], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(grads["tree"], grads["pieces"], atol=1e-5, rtol=1e-4)
+    assert grads["tree"].abs().max() > 1e-3  # a gradient that could differ
 
 
 def option_rows(trainer, advantages):

@@ -418,12 +418,17 @@ def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
             return text
 
 
-@pytest.mark.parametrize("way", ["tree attention", "whole paths"])
+@pytest.mark.parametrize("way", ["tree attention", "whole paths", "trie pieces"])
 @pytest.mark.parametrize("obs", [OBS, SKILLS_OBS], ids=["commands", "commands-and-calls"])
 def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way, monkeypatch):
     model, tok = tiny
     if way == "whole paths":  # as under an attention that takes no custom mask: every path after its whole prefix
         monkeypatch.setattr(decoding, "TREE_ATTENTION", ())
+    pieces = []
+    if way == "trie pieces":  # as for ScienceWorld's thousands of commands: each trie scored in pieces
+        monkeypatch.setattr(decoding, "MAX_TRIE_NODES", 4)
+        cut = decoding._trie_pieces
+        monkeypatch.setattr(decoding, "_trie_pieces", lambda trie: pieces.append(len(cut(trie))) or cut(trie))
     policy = LLMPolicy(model, tok, constrained=True, option_greedy=True)
     info = {"admissible_commands": ADM}
     outs = policy.act_batch(
@@ -441,6 +446,18 @@ def test_option_greedy_takes_each_choices_likeliest_whole_option(tiny, obs, way,
     )  # recorded log-probs: the choices' log pi(option), as the trainer computes them
     for i, out in enumerate(outs):
         torch.testing.assert_close(logp[i, : len(out.logprobs)].detach(), torch.tensor(out.logprobs), atol=1e-5, rtol=0)
+    assert way != "trie pieces" or max(pieces) > 1  # the tries were cut
+
+
+def test_trie_pieces_hold_the_tries_options_in_order_within_the_node_budget(monkeypatch):
+    paths = [[1, 2, 3], [1, 2, 4], [1, 5], [6, 7, 8, 9, 10, 11], [6, 7, 12], [13]]
+    trie = decoding._FlatTrie.of_paths(paths)
+    assert decoding._trie_pieces(trie) == [trie]  # it fits
+    monkeypatch.setattr(decoding, "MAX_TRIE_NODES", 5)
+    pieces = decoding._trie_pieces(trie)
+    assert [path for piece in pieces for path in piece.paths] == paths
+    # [1,2,3] + [1,2,4] = 4 nodes; + [1,5] = 5; the 6-token option alone; [6,7,12] + [13] = 4
+    assert [len(piece.tokens) for piece in pieces] == [5, 6, 4]
 
 
 class NextWordLM(torch.nn.Module):
