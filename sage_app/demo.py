@@ -77,6 +77,7 @@ LONG = {
     "reskill_min_test_episodes": 256,
     "option_sampling": True,
     "beta": 0.0,
+    "sage_beta": 0.04,
 }
 """What ``--long`` sets where a field has its default value (the other fields keep theirs): 100 RL
 steps per arm, a held-out evaluation every 10 (the first 50 chains of the evaluation split, ~1.5 minutes each here),
@@ -85,9 +86,9 @@ and its held-out TGC not at all; at 1e-4 it moved 5x more: docs/demo.md, "The le
 tests of 256 episodes (16 steps; at 64, a useless version is accepted about one test in six and the demo-long arm
 accepted one every ~25 steps: docs/reskill.md, "Sizing a test") and RL sampling whole options (``option_sampling``:
 100 steps token by token left held-out TGC where it started, by whole options it rose; docs/demo.md, "A policy over
-whole options") and no KL penalty (``beta`` 0, TRL's default: GRPO gained +12.0, +6.0 and +7.0 TGC points over its
-SFT start at three whole-pipeline seeds, against +7.0, +1.5 and +5.5 at the demo's 0.04; docs/demo.md, "No KL
-penalty in the long run")."""
+whole options") and no KL penalty but for SAGE (``beta`` 0, TRL's default: GRPO gained +12.0, +6.0 and +7.0 TGC
+points over its SFT start at three whole-pipeline seeds, against +7.0, +1.5 and +5.5 at the demo's 0.04; SAGE
+without it lost 10 points at seed 0, hence ``sage_beta``; docs/demo.md, "No KL penalty in the long run")."""
 ARMS = ("grpo", "sage", "reskill")
 PERSISTENT = "sage-persistent"
 """Label of SAGE's last checkpoint evaluated with one library kept across chains
@@ -256,6 +257,10 @@ class DemoConfig:
     beta: float = 0.04
     """KL coefficient to the SFT model (calibration: GRPO without clipping/KL collapsed; ``--long``: 0, which 100
     steps at lr 1e-4 with clipping did not collapse)."""
+    sage_beta: float | None = None
+    """The SAGE arm's KL coefficient (None: ``beta``; ``--long``: 0.04). Without a KL term SAGE's skill-integrated
+    reward drew its policy to write and call skills where held-out chains do not reward them: -10.0 TGC from its
+    start at seed 0, where GRPO without it gained +12.0 (docs/demo.md, "No KL penalty in the long run")."""
     typed_arguments: bool = True
     """SAGE's skill-call arguments take only values of a type the task or the parameter names (``place`` in "put
     a pen in shelf" -> ``shelf 1``, not ``garbagecan 1``; ``LLMPolicy(typed_arguments=...)``)."""
@@ -718,7 +723,8 @@ def arm_config(cfg: DemoConfig, out: Path, arm: str, sft: Path, seed: int) -> An
         env_kwargs={**cfg.train_env_kwargs, "skills": ARM_SKILLS[arm]}, model_path=str(sft), constrained=True,
         **(cfg.sage_kwargs if arm == "sage" else {}), **cfg.prompt_kwargs, group_size=cfg.group_size,
         chains_per_step=cfg.rl_chains_per_step, train_chains=cfg.rl_train_chains, total_steps=cfg.rl_steps,
-        lr=cfg.rl_lr, beta=cfg.beta, seed=seed, save_every=cfg.rl_save_every,
+        lr=cfg.rl_lr, beta=cfg.sage_beta if arm == "sage" and cfg.sage_beta is not None else cfg.beta, seed=seed,
+        save_every=cfg.rl_save_every,
         eval_every=cfg.rl_eval_every, eval_chains=cfg.rl_eval_chains, eval_from_bank=cfg.sage_eval_bank,
         eval_env_kwargs=cfg.eval_env_kwargs(ARM_SKILLS[arm]),
         output_dir=str(out / arm_label(cfg, arm, seed)), resume=True, micro_batch_size=32, report_to=["jsonl"],

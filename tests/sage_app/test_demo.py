@@ -318,6 +318,7 @@ def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evalua
     assert cfg.reskill_min_test_episodes == 256 and DemoConfig().reskill_min_test_episodes == 50
     assert cfg.option_sampling and not DemoConfig().option_sampling  # RL samples whole options in the long run only
     assert (cfg.beta, DemoConfig().beta, DemoConfig(long=True, beta=0.01).beta) == (0.0, 0.04, 0.01)  # no KL term
+    assert (cfg.sage_beta, DemoConfig().sage_beta) == (0.04, None)  # ... but for SAGE
     assert DemoConfig(long=True, reskill_min_test_episodes=64).reskill_min_test_episodes == 64
     assert DemoConfig(long=True, group_size=4).group_size == 4  # only the RL budget, its rate and evaluations change
     assert (DemoConfig(long=True, rl_lr=5e-5).rl_lr, DemoConfig(long=True, rl_steps=30).rl_steps) == (5e-5, 30)
@@ -331,7 +332,8 @@ def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evalua
         assert train.env_kwargs["command_grammar"] == "mixed" and "command_grammar" not in train.eval_env_kwargs
         assert train.eval_env_kwargs == {**cfg.env_kwargs, "skills": train.env_kwargs["skills"]}
         assert train.eval_from_bank is cfg.sage_eval_bank is False  # SAGE's chains start empty, as in stage 4
-        assert train.beta == 0.0
+        assert train.beta == (0.04 if arm == "sage" else 0.0)
+        assert demo.arm_config(DemoConfig(), Path("runs/x"), arm, Path("sft"), seed=0).beta == 0.04  # make demo's
     assert demo.curves_section(DemoConfig(), Path("runs/x")) == ""  # no held-out evaluations: no table
 
 
@@ -465,7 +467,7 @@ def test_a_saved_long_run_loads_with_the_values_it_ran_not_what_long_sets_today(
     assert ran["long"] and ran["reskill_min_test_episodes"] == 50  # the default then, and today's default
     loaded = DemoConfig.load(saved)
     assert loaded.reskill_min_test_episodes == 50 and loaded.rl_lr == ran["rl_lr"]  # not LONG's 256
-    assert loaded.beta == ran["beta"] == 0.04  # with the KL term it ran with, not LONG's 0
+    assert loaded.beta == ran["beta"] == 0.04 and loaded.sage_beta == 0.04  # the KL term it ran with, not LONG's 0
     assert "option_sampling" not in ran and not loaded.option_sampling  # sampled token by token, as it ran
 
 
