@@ -505,8 +505,9 @@ def _option_scores(
     """Per temperature, (N,) every option's score, options in :func:`_option_logits`' order.
 
     A score is the sum of the option's tokens' log-probs under the full-vocabulary softmax of the logits divided by
-    the temperature. A trie over :data:`MAX_TRIE_NODES` is scored in pieces, each in its own row. Rows run in chunks of at most :data:`MAX_TREE_CELLS` (differentiable: the chunks' graphs add
-    up); a token's log-prob is gathered as a scalar, never as an (options, length, V) copy of the logits.
+    the temperature. A trie over :data:`MAX_TRIE_NODES` is scored in pieces, each in its own row. Rows run in chunks
+    of at most :data:`MAX_TREE_CELLS` (differentiable: the chunks' graphs add up); a token's log-prob is gathered as
+    a scalar, never as an (options, length, V) copy of the logits.
     """
     rows = []  # a row whose tries all fit stays as it is; one with a larger trie becomes a row per piece
     for sequence, own in zip(sequences, attachments, strict=True):
