@@ -87,6 +87,30 @@ def make_envs(
     return [gym.make(config.env_id, split=split or config.split, **kwargs) for _ in range(n)]
 
 
+def trained_lengths(rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Trained tokens (or whole-option choices) of each row: what a loss variant counts."""
+    return [sum(trained_tokens(r["completion_ids"], r.get("allowed"), r.get("choices"))) for r in rows]
+
+
+def rows_with_gradient(
+    rows: list[dict[str, Any]], weights: torch.Tensor
+) -> tuple[list[dict[str, Any]], torch.Tensor, float]:
+    """The rows whose advantage is not 0, their (n,) weights, and their share of the batch's token weight.
+
+    Without a KL term a row's loss is ``-A * min(ratio, clip(ratio))``: a row with ``A = 0`` has a gradient of
+    exactly 0, at any ratio, yet costs a forward and a backward pass (22-47% of the turns of the long runs: groups
+    that all won or all lost a task). ``weights`` were computed over every row, so the kept rows' gradient is the
+    whole batch's. The share rescales the entropy metric, a weighted sum, to the kept rows' mean. One row stays
+    when none has an advantage, so that every process of a distributed run joins the gradient all-reduce.
+    """
+    keep = [i for i, r in enumerate(rows) if r["adv"] != 0] or [0]
+    if len(keep) == len(rows):
+        return rows, weights, 1.0
+    token_weight = weights.cpu() * torch.tensor(trained_lengths(rows), dtype=weights.dtype)  # (N,)
+    share = float(token_weight[keep].sum() / token_weight.sum()) if token_weight.sum() > 0 else 1.0
+    return [rows[i] for i in keep], weights[keep], share or 1.0
+
+
 class Trainer:
     """Train a policy with GRPO or SAGE; see the module docstring.
 
@@ -344,7 +368,7 @@ class Trainer:
         """
         cfg = self.config
         seq_index = {s: i for i, s in enumerate(dict.fromkeys(r["seq"] for r in rows))}
-        lengths = [sum(trained_tokens(r["completion_ids"], r.get("allowed"), r.get("choices"))) for r in rows]
+        lengths = trained_lengths(rows)
         seq_ids = [seq_index[r["seq"]] for r in rows]
         totals = batch_counts(lengths, seq_ids)
         if self.world > 1:
@@ -397,9 +421,12 @@ class Trainer:
         cfg, acc = self.config, self.accelerator
         if not rows:
             return {"losses/policy_loss": 0.0, "losses/grad_norm": 0.0}
-        weights = self.loss_weights(rows)  # (N,)
+        weights = self.loss_weights(rows)  # (N,), from every row: the loss variant's counts are the whole batch's
+        entropy_share = 1.0
         if cfg.beta > 0:
             self.add_reference_logprobs(rows)
+        else:
+            rows, weights, entropy_share = rows_with_gradient(rows, weights)
         self.model.train()
         sums: dict[str, float] = {}
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -412,6 +439,7 @@ class Trainer:
                 grads = [p.grad.norm() for p in params if p.grad is not None]
                 stats["losses/grad_norm"] = float(torch.norm(torch.stack(grads)))
             self.optimizer.step()
+            stats["losses/entropy"] /= entropy_share
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value / cfg.ppo_epochs
         self.optimizer.zero_grad(set_to_none=True)

@@ -8,9 +8,10 @@ import os
 import pytest
 import torch
 
+from sage_agents.algos.grpo import LOSS_TYPES
 from sage_agents.checkpoints import metric_curve, read_metrics
 from sage_agents.config import ConfigError, TrainConfig
-from sage_agents.trainer import Trainer
+from sage_agents.trainer import Trainer, rows_with_gradient
 from tests.sage_agents.fake_env import FAST_TRAIN, FakeChainEnv
 
 FAST = FAST_TRAIN
@@ -176,6 +177,65 @@ def test_gradient_accumulation_matches_one_big_batch(tiny, tmp_path):
     for other in grads[1:]:
         for a, b in zip(grads[0], other, strict=True):
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), (a - b).abs().max() / a.abs().max()
+
+
+def rows_half_without_advantage(trainer):
+    """Rows of one rollout of ``trainer``, every other one with advantage 0 and the rest with +-1."""
+    rows, _ = trainer.build_rows(trainer.rollout())
+    assert len(rows) >= 4
+    for i, r in enumerate(rows):
+        r["adv"] = 0.0 if i % 2 else (1.0 if i % 4 == 0 else -1.0)
+    return rows
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_rows_without_advantage_leave_the_gradient_unchanged_when_left_out(tiny, tmp_path, loss_type):
+    trainer = make_trainer(tiny, tmp_path, group_size=3, beta=0.0, loss_type=loss_type)
+    rows = rows_half_without_advantage(trainer)
+    weights = trainer.loss_weights(rows)
+    kept, kept_weights, share = rows_with_gradient(rows, weights)
+    assert len(kept) == (len(rows) + 1) // 2 and all(r["adv"] != 0 for r in kept)
+    assert 0 < share < 1
+    grads, entropy = [], []
+    for batch, w in ((rows, weights), (kept, kept_weights), (kept, kept_weights / share)):
+        trainer.optimizer.zero_grad(set_to_none=True)
+        entropy.append(trainer.accumulate_gradients(batch, w)["losses/entropy"])
+        grads.append([p.grad.clone() for p in trainer.model.parameters()])
+    assert any(g.abs().sum() > 0 for g in grads[0])
+    for a, b in zip(grads[0], grads[1], strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-8), (a - b).abs().max()
+    # The entropy metric over the kept rows, rescaled by their share, is their mean: their weights renormalized.
+    assert entropy[1] / share == pytest.approx(entropy[2], rel=1e-5)
+
+
+def test_update_without_kl_skips_rows_without_advantage_to_the_same_weights(tiny, tmp_path, monkeypatch):
+    import sage_agents.trainer as trainer_module
+
+    updated, calls = [], []
+    for name in ("skip", "all"):
+        trainer = make_trainer(tiny, tmp_path, name, group_size=3, beta=0.0)
+        rows = rows_half_without_advantage(trainer)
+        if name == "all":
+            monkeypatch.setattr(trainer_module, "rows_with_gradient", lambda rows, w: (rows, w, 1.0))
+        micro_step = trainer._micro_step
+        monkeypatch.setattr(trainer, "_micro_step", lambda b, w, f=micro_step: calls.append(len(b)) or f(b, w))
+        stats = trainer.update(rows)
+        updated.append((params(trainer), stats, sum(calls)))
+        calls.clear()
+    (skipped, skip_stats, skip_rows), (full, full_stats, full_rows) = updated
+    assert skip_rows == (full_rows + 1) // 2  # half the forward and backward passes
+    # Adam's first step moves a weight by ~lr whatever its gradient's size, so float noise on a near-0 gradient
+    # (the rows are summed in another order) moves a few weights by up to ~1e-6; a wrong row moves many by ~lr.
+    assert all(torch.allclose(skipped[n], full[n], rtol=0, atol=1e-2 * FAST["lr"]) for n in full)
+    assert any(not torch.equal(skipped[n], tiny[0].state_dict()[n]) for n in skipped)  # it did move
+    assert skip_stats["losses/grad_norm"] == pytest.approx(full_stats["losses/grad_norm"], rel=1e-4)
+
+
+def test_rows_with_gradient_keeps_one_row_when_no_row_has_an_advantage():
+    rows = [{"completion_ids": [1, 2], "adv": 0.0}, {"completion_ids": [3], "adv": 0.0}]
+    kept, weights, share = rows_with_gradient(rows, torch.tensor([0.25, 0.5]))
+    assert kept == rows[:1] and weights.tolist() == [0.25] and share == pytest.approx(0.5)
+    assert rows_with_gradient(rows[:1], torch.ones(1)) == (rows[:1], pytest.approx(torch.ones(1)), 1.0)
 
 
 def test_micro_batches_hold_every_row_once_in_prompt_order(tiny, tmp_path):
