@@ -18,7 +18,7 @@ RESKILL_CREATORS = ("rule", "llm")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 SEQUENCE_UNITS = ("trajectory", "turn")
 STEP_ANCHORS = ("observation", "prompt")
-REWARD_MODES = ("skill", "outcome")
+REWARD_MODES = ("skill", "outcome", "progress")
 REPORTERS = ("jsonl", "tensorboard")
 BACKENDS = ("native", "trl")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -55,7 +55,7 @@ class TrainConfig:
     algo: str = "sage"
     """``sage`` (skill-integrated reward, chains), ``grpo`` (outcome reward) or ``reskill`` (docs/reskill.md)."""
     reward_mode: str | None = None
-    """``skill`` or ``outcome``; None = computed at runtime from ``algo`` (sage -> skill, else outcome)."""
+    """``skill``, ``outcome`` or ``progress`` (max(task_score / 100, won)); None: sage -> skill, else outcome."""
     no_action_penalty: float | None = -1.0
     """Reward of a completion with no parseable action, which also ends the chain (SAGE: -1); None = off."""
     group_size: int = 8
@@ -250,7 +250,7 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 fail(name, f"must be one of {allowed}", f"set {name} to one of {allowed}")
         if self.reward_mode is not None and self.reward_mode not in REWARD_MODES:
-            fail("reward_mode", f"must be None or one of {REWARD_MODES}", "use 'skill', 'outcome' or None")
+            fail("reward_mode", f"must be None or one of {REWARD_MODES}", "use 'skill', 'outcome', 'progress' or None")
         for name in ("group_size",):
             if getattr(self, name) < 2:
                 fail(

@@ -71,6 +71,8 @@ class ChainRollout:
     """``info["skill_library"]`` at the end of the chain."""
     tasks: list[str] = field(default_factory=list)
     """(L,) task description (``obs["task"]``) of each position (known for played positions)."""
+    task_score: list[float | None] = field(default_factory=list)
+    """(L,) the latest 0-100 score the domain reported for task k (``info["task_score"]``); None where none."""
 
     def turns_of(self, k: int) -> list[Turn]:
         """The turns of chain position k."""
@@ -129,6 +131,7 @@ def rollout_chains(
         length = int(infos[i]["chain_length"])
         ro = rollouts[i]
         ro.task_success, ro.played, ro.no_action = [False] * length, [False] * length, [False] * length
+        ro.task_score = [None] * length
         ro.task_types, ro.tasks = [""] * length, [""] * length
         ro.task_types[0], ro.tasks[0] = str(infos[i].get("task_type", "")), str(obs[i].get("task", ""))
     for _ in range(max_turns):
@@ -166,6 +169,8 @@ def rollout_chains(
                 )
             )
             ro.task_success[k] = ro.task_success[k] or bool(info.get("task_success", False))
+            if info.get("task_score") is not None:
+                ro.task_score[k] = float(info["task_score"])
             ro.reuse |= _reuse_pairs(info)
             ro.skills_created += len(info.get("skills_created", []))
             ro.library = list(info.get("skill_library", []))

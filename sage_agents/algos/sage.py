@@ -41,13 +41,24 @@ import torch
 
 from sage_agents.algos.grpo import group_advantages
 
-REWARD_MODES = ("skill", "outcome")
+REWARD_MODES = ("skill", "outcome", "progress")
 
 
 # ---------------------------------------------------------------------------------------------- REWARDS
 def outcome_rewards(success: Sequence[bool | int]) -> list[float]:
     """Outcome-only reward ``R_k = r_k`` (the paper's "outcome-only" ablation and plain GRPO)."""
     return [1.0 if s else 0.0 for s in success]
+
+
+def progress_rewards(success: Sequence[bool | int], score: Sequence[float | None]) -> list[float]:
+    """Progress reward ``R_k = max(score_k / 100, r_k)``: BALROG's progression, for domains that score their tasks.
+
+    ``score_k`` is the latest 0-100 score the domain reported for task k (TextWorld's share of the recipe's points,
+    ScienceWorld's task score); a task without one (ALFWorld, or a position not played) gets its outcome ``r_k``.
+    A sparse domain's groups then differ by how far each rollout got, not only by whether it won.
+    """
+    scores = list(score) or [None] * len(success)
+    return [max(float(v or 0.0) / 100, 1.0 if s else 0.0) for s, v in zip(success, scores, strict=True)]
 
 
 def skill_integrated_rewards(
@@ -81,6 +92,7 @@ def chain_rewards(
     *,
     mode: str = "skill",
     no_action_penalty: float | None = -1.0,
+    score: Sequence[float | None] = (),
 ) -> tuple[list[float], list[bool]]:
     """Rewards of one chain rollout and which positions count (were played).
 
@@ -89,15 +101,19 @@ def chain_rewards(
         reuse: ``(j, k)`` reuse pairs.
         played: (L,) whether the policy acted in task k.
         no_action: (L,) True at the task where a completion had no parseable action (the chain stopped there).
-        mode: ``skill`` (skill-integrated) or ``outcome``.
+        mode: ``skill`` (skill-integrated), ``outcome`` or ``progress`` (:func:`progress_rewards`).
         no_action_penalty: reward of the task with no parseable action; None = no penalty (plain reward).
+        score: (L,) the domain's latest 0-100 score of task k, None where it reports none (``progress`` mode).
 
     Returns:
         ``(R, valid)``, both of length L.
     """
     if mode not in REWARD_MODES:
         raise ValueError(f"reward mode {mode!r} is not one of {REWARD_MODES}.")
-    rewards = skill_integrated_rewards(success, reuse) if mode == "skill" else outcome_rewards(success)
+    if mode == "skill":
+        rewards = skill_integrated_rewards(success, reuse)
+    else:
+        rewards = progress_rewards(success, score) if mode == "progress" else outcome_rewards(success)
     valid = [bool(p) for p in played]
     if no_action_penalty is not None:
         for k, flag in enumerate(no_action):
@@ -125,8 +141,9 @@ def group_rewards(
     rows, valid = [], []
     for ro in rollouts:
         r, v = chain_rewards(
-            ro.task_success, ro.reuse, ro.played, ro.no_action, mode=mode, no_action_penalty=no_action_penalty
-        )
+            ro.task_success, ro.reuse, ro.played, ro.no_action, mode=mode, no_action_penalty=no_action_penalty,
+            score=ro.task_score,
+        )  # fmt: skip
         rows.append(r)
         valid.append(v)
     return torch.tensor(rows, dtype=torch.float), torch.tensor(valid, dtype=torch.bool)  # (G, L), (G, L)

@@ -10,6 +10,7 @@ from sage_agents.algos.sage import (
     group_rewards,
     outcome_rewards,
     position_advantages,
+    progress_rewards,
     skill_integrated_rewards,
 )
 from sage_agents.rollout import ChainRollout
@@ -90,3 +91,21 @@ def test_group_rewards_and_position_advantages():
     # position 1: mean(2, 1, 0, -1) = 0.5; position 2: mean over the 3 played = 1.0
     assert adv.tolist() == [[1.5, 1.0], [0.5, -1.0], [-0.5, 0.0], [-1.5, 0.0]]
     assert torch.equal(adv[:, 1], position_advantages(rewards[:, 1:], valid[:, 1:])[:, 0])
+
+
+def test_progress_reward_is_the_domains_score_share_or_the_outcome():
+    # BALROG's progression: max(score / 100, won); no score (ALFWorld, unplayed) = the outcome
+    assert progress_rewards([False, True, False, True], [40.0, 80.0, None, None]) == [0.4, 1.0, 0.0, 1.0]
+    assert progress_rewards([True, False], []) == [1.0, 0.0]
+    r, v = chain_rewards([0, 0], set(), [True, True], [False, True], mode="progress", score=[60.0, 30.0])
+    assert (r, v) == ([0.6, -1.0], [True, True])  # the no-action penalty still applies
+    r, _ = chain_rewards([1, 0], {(1, 0)}, [True, True], mode="outcome", score=[60.0, 30.0])
+    assert r == [1.0, 0.0]  # other modes ignore the score
+
+
+def test_group_rewards_read_each_rollouts_scores_in_progress_mode():
+    group = [ChainRollout(0, [], [False, False], [True, True], [False, False], task_score=[50.0, 0.0]),
+             ChainRollout(0, [], [True, False], [True, True], [False, False], task_score=[100.0, 25.0])]  # fmt: skip
+    rewards, _ = group_rewards(group, mode="progress")
+    assert rewards.tolist() == [[0.5, 0.0], [1.0, 0.25]]
+    assert group_rewards(group, mode="outcome")[0].tolist() == [[0.0, 0.0], [1.0, 0.0]]

@@ -46,6 +46,7 @@ def test_every_config_field_has_a_one_line_docstring_below_it():
         ({"lr": 0.0}, ["lr=0.0", "> 0", "1e-6"]),
         ({"loss_type": "bnpo"}, ["loss_type='bnpo'", "dr_grpo"]),
         ({"no_action_penalty": 1.0}, ["no_action_penalty=1.0", "<= 0", "None"]),
+        ({"reward_mode": "score"}, ["reward_mode='score'", "one of", "'progress'"]),
         ({"report_to": ["wandb"]}, ["report_to=['wandb']", "jsonl"]),
         ({"top_p": 0.0}, ["top_p=0.0", "(0, 1]"]),
         ({"dtype": "fp8"}, ["dtype='fp8'", "one of", "float32"]),
