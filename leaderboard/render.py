@@ -43,6 +43,11 @@ LEGEND = [
         "two; a split's last chain of a scenario may be short)",
     ),
     ("TGC", "task goal completion: completed tasks over all tasks, in percent"),
+    (
+        "progress",
+        "mean task progress, max(score / max score, 1 if won) (BALROG's progression), in percent, for domains "
+        "that score their tasks (TextWorld, ScienceWorld); `-` elsewhere",
+    ),
     ("SGC", "scenario goal completion: chains with every task completed, in percent"),
     ("SGC full", "SGC over the chains of full length only (single-task chains make SGC a copy of TGC)"),
     ("95% CI", "95% bootstrap interval of the number to its left, resampling chains"),
@@ -141,7 +146,7 @@ def protocol_paragraph(rows: list[dict[str, Any]]) -> str:
 
 
 COLUMNS = [
-    "agent", "model", "given", "skills", "chains", "TGC", "TGC 95% CI", "SGC", "SGC 95% CI", "SGC full",
+    "agent", "model", "given", "skills", "chains", "TGC", "TGC 95% CI", "progress", "SGC", "SGC 95% CI", "SGC full",
     "SGC full 95% CI", "steps", "engine steps", "tokens", "skill reuse", "skills/chain", "errors", "seeds", "commit",
 ]  # fmt: skip
 """The header of an entry table (each name is explained in :data:`LEGEND`)."""
@@ -162,6 +167,7 @@ def table_row(s: dict[str, Any]) -> list[tuple[str, float | str]]:
         (s.get("env_kwargs", {}).get("skills", "env default"),) * 2,
         (f"{s['n_chains']} ({mix})" if mix else str(s["n_chains"]), s["n_chains"]),
         (_pct(s["tgc"]), s["tgc"]), (_ci(s, "tgc"), _interval(s, "tgc")[0]),
+        (_pct(s["progress"]), s["progress"]) if "progress" in s else ("-", -1.0),
         (_pct(s["sgc"]), s["sgc"]), (_ci(s, "sgc"), _interval(s, "sgc")[0]), *full,
         (f"{s['mean_steps']:.1f}", s["mean_steps"]), (f"{s['mean_primitive_steps']:.1f}", s["mean_primitive_steps"]),
         (f"{s['mean_tokens']:.1f}{words}", s["mean_tokens"]), (_pct(s["skill_reuse_rate"]), s["skill_reuse_rate"]),

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from sage_agents.algos.sage import progress_rewards
 from sage_envs.chain import MAX_ACTION_CHARS, truncate
 
 BOOTSTRAP_SAMPLES = 2000
@@ -165,6 +166,8 @@ class _Episode:
             "skill_reuse": [False] * n, "actions": [[] for _ in range(n)], "invalid_actions": [0] * n,
             "skill_calls": [0] * n,
         }  # fmt: skip
+        if "task_score" in info:  # a domain that scores its tasks: each task's latest score (0-100)
+            self.record["task_score"] = [None] * n
         self.observations = hashlib.sha256()
         self.current = 0  # the task the next action goes to
 
@@ -189,6 +192,8 @@ class _Episode:
         record["skills_created"][t] += info["skills_created"]
         record["skill_reuse"][t] |= bool(info["skill_reuse"])
         record["success"][t] |= info["task_success"]
+        if "task_score" in record and info.get("task_score") is not None:
+            record["task_score"][t] = float(info["task_score"])
         self.current = t + 1 if info["new_task"] else t
         if terminated or truncated:
             self._finish()
@@ -258,7 +263,8 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         ``n_chains``, ``n_tasks``, ``tgc``, ``sgc``, ``mean_steps``, ``mean_primitive_steps``, ``mean_tokens``,
         ``mean_invalid_actions``, ``skill_reuse_rate``, ``skills_created``, ``per_task_type``,
         ``agent_errors``, ``chain_length_mix``, ``sgc_full_length``, ``n_full_length_chains`` and ``ci95``
-        (see the module docstring for the intervals and docs/leaderboard.md for every key).
+        (see the module docstring for the intervals and docs/leaderboard.md for every key); ``progress`` (the
+        mean of ``max(task_score / 100, success)`` over tasks) when the records carry the domain's scores.
     """
     records = sorted(records, key=lambda r: (r["seed"], r["chain"]))
     lengths = np.array([len(r["success"]) for r in records], dtype=float)  # (C,)
@@ -273,6 +279,9 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         "mean_primitive_steps": (np.array([float(sum(r["primitive_steps"])) for r in records]), lengths),
         "mean_tokens": (np.array([float(sum(r["tokens"])) for r in records]), lengths),
     }
+    if any("task_score" in r for r in records):  # BALROG's progression, max(score / 100, won), per task
+        progress = [sum(progress_rewards(r["success"], r.get("task_score", []))) for r in records]
+        per_chain["progress"] = (np.array(progress, dtype=float), lengths)
     point = {name: float(num.sum() / den.sum()) if den.sum() else 0.0 for name, (num, den) in per_chain.items()}
     index = np.random.default_rng(0).integers(len(records), size=(BOOTSTRAP_SAMPLES, len(records)))  # (B, C)
     ci95 = {}
@@ -307,6 +316,7 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         "sgc_full_length": point["sgc_full_length"],
         "n_full_length_chains": int(full.sum()),
         "ci95": ci95,
+        **({"progress": point["progress"]} if "progress" in point else {}),
     }
 
 
@@ -320,6 +330,7 @@ def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -
     turns = max(1, sum(sum(r["steps"]) for r in records))
     stats = {
         "env/task_success": figures["tgc"],
+        "env/task_progress": figures.get("progress", figures["tgc"]),
         "env/chain_success": figures["sgc"],
         "env/steps_per_task": figures["mean_steps"],
         "env/primitive_steps_per_task": figures["mean_primitive_steps"],

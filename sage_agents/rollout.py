@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sage_agents.algos.sage import progress_rewards
 from sage_agents.decoding import Choice
 
 
@@ -227,6 +228,7 @@ def rollout_stats(rollouts: Sequence[ChainRollout], chain_length: int | None = N
     tokens = sum(len(t.completion_ids) for t in turns)
     stats = {
         "env/task_success": sum(ro.task_success[k] for ro, k in tasks) / n_tasks,
+        "env/task_progress": sum(progress_rewards(ro.task_success, ro.task_score)[k] for ro, k in tasks) / n_tasks,
         "env/chain_success": sum(all(ro.task_success) for ro in rollouts) / max(1, len(rollouts)),
         "env/steps_per_task": len(turns) / n_tasks,
         "env/primitive_steps_per_task": sum(t.primitive_steps for t in turns) / n_tasks,

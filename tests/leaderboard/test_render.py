@@ -36,7 +36,7 @@ def test_tables_are_grouped_by_split_and_protocol_and_sorted_best_first():
     unseen_30 = text.split(headings[1])[1].split("## ")[0]
     rows = [line.split(" | ")[0].strip("| ") for line in unseen_30.splitlines() if line.startswith("| ")]
     assert rows[1:4] == ["mid-sgc", "high", "low"]  # after the header: SGC first, then TGC
-    assert "| 50.0 | [45.0, 55.0] | 20.0 |" in unseen_30
+    assert "| 50.0 | [45.0, 55.0] | - | 20.0 |" in unseen_30  # no progress: ALFWorld scores no task
     assert "longer-budget" not in unseen_30
 
 
@@ -71,7 +71,7 @@ def test_new_summary_keys_are_rendered_and_their_absence_is_tolerated():
     new = _summary("sage", 0.5, 0.3) | {
         "model": "runs/demo/sage/checkpoints/step_0000006/model", "model_name": "tiny-3-layer-sft+sage",
         "given": "constrained decoding | 4 skill-definition templates", "agent_errors": 2,
-        "chain_length_mix": {"2": 41, "1": 58, "10": 1}, "sgc_full_length": 0.25,
+        "chain_length_mix": {"2": 41, "1": 58, "10": 1}, "sgc_full_length": 0.25, "progress": 0.625,
     }  # fmt: skip
     new["env_kwargs"] = new["env_kwargs"] | {"skills": "program"}
     new["ci95"] = new["ci95"] | {"sgc_full_length": [0.125, 0.375]}
@@ -83,7 +83,8 @@ def test_new_summary_keys_are_rendered_and_their_absence_is_tolerated():
     assert rows["sage"]["chains"] == "100 (1:58 2:41 10:1)"  # by number of tasks, not as strings
     assert rows["sage"]["SGC full"] == "25.0" and rows["sage"]["SGC full 95% CI"] == "[12.5, 37.5]"
     assert rows["random"]["model"] == "random" and rows["random"]["chains"] == "100"
-    assert [rows["random"][k] for k in ("given", "errors", "SGC full", "SGC full 95% CI")] == ["-"] * 4
+    assert rows["sage"]["progress"] == "62.5"
+    assert [rows["random"][k] for k in ("given", "errors", "SGC full", "SGC full 95% CI", "progress")] == ["-"] * 5
     assert rows["random"]["skills"] == "env default"
 
 

@@ -234,6 +234,24 @@ class FakeChainEnv(gym.Env):
 FETCH_SKILL = "skill fetch(item, box):\n    go to {box}\n    take {item} from {box}"
 
 
+class ScoredFake(gym.Wrapper):
+    """FakeChainEnv as a scored domain reports it: ``task_score`` 0-100, here 25 points per ``go to``."""
+
+    def reset(self, **kwargs):
+        self.points = 0.0
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "task_score": 0.0}  # reset returns the keys every step does
+
+    def step(self, action):
+        k = self.env.unwrapped.k
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.points = min(100.0, self.points + 25.0 * action.startswith("go to"))
+        info["task_score"] = self.points
+        if info["task_index"] != k or info.get("new_task"):
+            self.points = 0.0  # the next task starts from 0
+        return obs, reward, terminated, truncated, info
+
+
 class SkillExpert:
     """Expert that defines ``fetch`` in task 1 (define + call) and calls it in later tasks."""
 

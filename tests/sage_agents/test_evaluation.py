@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from sage_agents.evaluation import (
     BOOTSTRAP_SAMPLES,
     MAX_STORED_ACTION_CHARS,
+    chain_metrics,
     evaluate_policy,
     play_chain,
     play_chains,
@@ -17,7 +19,7 @@ from sage_agents.evaluation import (
 from sage_agents.policy import LLMPolicy
 from sage_agents.rollout import rollout_chains, rollout_stats
 from sage_envs import SageChainEnv
-from tests.sage_agents.fake_env import FakeChainEnv
+from tests.sage_agents.fake_env import FakeChainEnv, ScoredFake
 from tests.sage_envs.toy_domain import ToyDomain
 
 
@@ -157,3 +159,37 @@ def test_trainer_evaluation_gives_the_numbers_of_the_earlier_rollout_path(tiny):
     assert len(records) == 3 and set(new) == set(old)
     assert new == pytest.approx(old)
     assert 0 < old["env/steps_per_task"] and old["env/tokens_per_task"] > 0  # it played, not an empty match
+
+
+class _Cycler:
+    """Answers "go to box 1", "look", "go to box 2", ... (ScoredFake: 25 points per ``go to``)."""
+
+    def __init__(self):
+        self.turn = 0
+
+    def act(self, observation, info):
+        self.turn += 1
+        return ["go to box 1", "look", "go to box 2"][(self.turn - 1) % 3]
+
+
+def test_records_of_a_scored_domain_carry_each_tasks_score_and_the_summary_its_progress():
+    scored = list(play_chains([ScoredFake(FakeChainEnv(max_steps_per_task=3))], _Cycler(), [(0, 0), (0, 1)]))
+    assert [r["task_score"] for r in scored] == [[50.0, 50.0]] * 2 and not any(any(r["success"]) for r in scored)
+    summary = summarize_records(scored)
+    assert summary["tgc"] == 0.0 and summary["progress"] == 0.5 and summary["ci95"]["progress"] == [0.5, 0.5]
+    assert chain_metrics(scored)["env/task_progress"] == 0.5
+    plain = list(play_chains([FakeChainEnv(max_steps_per_task=3)], _Cycler(), [(0, 0)]))
+    assert "task_score" not in plain[0] and "progress" not in summarize_records(plain)
+    assert chain_metrics(plain)["env/task_progress"] == chain_metrics(plain)["env/task_success"]
+
+
+def test_textworld_records_carry_its_scores():
+    from sage_agents.registry import make_agent
+
+    env = gym.make("SageChain-TextWorld-v0", split="valid", rooms=1, num_chains=2, max_steps_per_task=4)
+    expert = gym.make("SageChain-TextWorld-v0", split="valid", rooms=1, num_chains=2)
+    won = play_chain(expert, make_agent("expert", env_id="SageChain-TextWorld-v0"), chain=0, seed=0)
+    idle = play_chain(env, type("Idle", (), {"act": lambda self, obs, info: "look"})(), chain=0, seed=0)
+    assert won["success"] == [True, True] and won["task_score"] == [100.0, 100.0]
+    assert idle["steps"] == [4, 4] and idle["success"] == [False, False] and idle["task_score"] == [0.0, 0.0]
+    assert summarize_records([won, idle])["progress"] == 0.5

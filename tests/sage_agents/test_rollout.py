@@ -1,9 +1,8 @@
-import gymnasium as gym
 import pytest
 
 from sage_agents.policy import Completion, LLMPolicy, parse_action
 from sage_agents.rollout import rollout_chains, rollout_stats
-from tests.sage_agents.fake_env import FakeChainEnv, SkillExpert
+from tests.sage_agents.fake_env import FakeChainEnv, ScoredFake, SkillExpert
 
 
 class ScriptedPolicy:
@@ -84,27 +83,13 @@ def test_llm_policy_rollout_constrained(tiny):
         assert all(len(t.logprobs) == len(t.completion_ids) for t in ro.turns)
 
 
-class ScoredFake(gym.Wrapper):
-    """FakeChainEnv as a scored domain reports it: ``task_score`` 0-100, here 25 points per ``go to``."""
-
-    def reset(self, **kwargs):
-        self.points = 0.0
-        return self.env.reset(**kwargs)
-
-    def step(self, action):
-        k = self.env.unwrapped.k
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.points = min(100.0, self.points + 25.0 * action.startswith("go to"))
-        info["task_score"] = self.points
-        if info["task_index"] != k or info.get("new_task"):
-            self.points = 0.0  # the next task starts from 0
-        return obs, reward, terminated, truncated, info
-
-
 def test_rollout_keeps_each_tasks_latest_score_where_the_domain_reports_one():
     actions = iter(["go to box 1", "look", "go to box 2", "go to box 3", "look"] * 4)
     policy = ScriptedPolicy(lambda o, i, h: next(actions))
     scored = rollout_chains([ScoredFake(FakeChainEnv(max_steps_per_task=3))], policy, [0], [0])[0]
     assert scored.task_success == [False, False] and scored.task_score == [50.0, 50.0]
-    plain = rollout_chains([FakeChainEnv(max_steps_per_task=3)], ScriptedPolicy(lambda o, i, h: "look"), [0], [0])[0]
-    assert plain.task_score == [None, None]
+    assert rollout_stats([scored])["env/task_progress"] == 0.5
+    expert = SkillExpert()
+    plain = rollout_chains([FakeChainEnv(expert_plan=True)], ScriptedPolicy(lambda o, i, h: expert.act(o, i)), [0], [0])
+    assert plain[0].task_score == [None, None]
+    assert rollout_stats(plain)["env/task_progress"] == rollout_stats(plain)["env/task_success"] == 1.0
