@@ -8,9 +8,10 @@ or a demo arm's ``runs/demo/<arm>``); its newest checkpoint plays as the demo's 
 demo's decoding, skills mode and seeds; sage_app/demo.py ``agent_entries``), and so does the SFT model in the same
 skills mode (``sft``; ``sft-sage`` for ``--arm sage``: SAGE's start), on the first
 ``--eval-chains`` chains of ``--eval-split`` (default: the demo's evaluation split), through the leaderboard
-evaluator (resumable: a finished evaluation is read back). Prints each agent's TGC, SGC, steps and generated tokens
-per task, then each run against the SFT model and against the first run, chain by chain (paired bootstrap over
-chains; the interval is that of these two fixed models on these chains, not of the training's randomness).
+evaluator (resumable: a finished evaluation is read back). Prints each agent's TGC (and progress where the domain
+scores its tasks), SGC, steps and generated tokens per task, then each run against the SFT model and against the
+first run, chain by chain (paired bootstrap over chains; the interval is that of these two fixed models on these
+chains, not of the training's randomness).
 ``--trained-chains K`` is for runs trained on the first K chains of the evaluated split (``--set split=...
 --set train_chains=K``): each run against the SFT model is also shown on those K chains and on the others.
 """
@@ -37,9 +38,12 @@ from sage_app.demo import (
 
 def differences(a: dict, b: dict) -> dict:
     """TGC and SGC points, relative steps and tokens per task (%), of ``a`` vs ``b`` (summaries or resamples)."""
-    return {"tgc": 100 * (a["tgc"] - b["tgc"]), "sgc": 100 * (a["sgc"] - b["sgc"]),
-            "steps": 100 * (a["mean_steps"] / b["mean_steps"] - 1),
-            "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)}  # fmt: skip
+    out = {"tgc": 100 * (a["tgc"] - b["tgc"]), "sgc": 100 * (a["sgc"] - b["sgc"]),
+           "steps": 100 * (a["mean_steps"] / b["mean_steps"] - 1),
+           "tokens": 100 * (a["mean_tokens"] / b["mean_tokens"] - 1)}  # fmt: skip
+    if "progress" in a and "progress" in b:  # a domain that scores its tasks: points of progress
+        out["progress"] = 100 * (a["progress"] - b["progress"])
+    return out
 
 
 def figures(episodes: dict) -> dict:
@@ -50,8 +54,9 @@ def figures(episodes: dict) -> dict:
 def compare(first: dict, second: dict) -> str:
     """:func:`differences` of ``first`` vs ``second`` (episode logs of the same chains) with paired intervals."""
     point, ci = differences(figures(first), figures(second)), paired_ci(first, second, differences)
-    units = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%"}
-    return ", ".join(f"{k} {point[k]:+.1f}{u} [{ci[k][0]:+.1f}, {ci[k][1]:+.1f}]" for k, u in units.items())
+    units = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%", "progress": ""}
+    shown = [(k, u) for k, u in units.items() if k in point]
+    return ", ".join(f"{k} {point[k]:+.1f}{u} [{ci[k][0]:+.1f}, {ci[k][1]:+.1f}]" for k, u in shown)
 
 
 def main() -> None:
@@ -92,7 +97,8 @@ def main() -> None:
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
         results[label] = logged_episodes(out, summary)
         where = f" ({checkpoints[label]})" if label in checkpoints else ""
-        print(f"{label}{where}: TGC {100 * summary['tgc']:.1f}, SGC {100 * summary['sgc']:.1f}, steps/task "
+        progress = f", progress {100 * summary['progress']:.1f}" if "progress" in summary else ""
+        print(f"{label}{where}: TGC {100 * summary['tgc']:.1f}{progress}, SGC {100 * summary['sgc']:.1f}, steps/task "
               f"{summary['mean_steps']:.1f}, tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
     first, k = next(iter(checkpoints)), args.trained_chains
     for label in checkpoints:

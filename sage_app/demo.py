@@ -917,10 +917,12 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
     Both agents played the same chains (:func:`read_episodes` dicts, by ``(seed, chain)``), so chains are resampled
     jointly: the interval is that of the difference on these chains, narrower than the two agents' own intervals
     would suggest. Each resample recomputes each agent's ratios over its chains (``tgc``: completed tasks over
-    tasks; ``sgc``: chains with every task completed; ``mean_steps``, ``mean_tokens``: per task), and
+    tasks; ``sgc``: chains with every task completed; ``mean_steps``, ``mean_tokens``: per task; ``progress``
+    where every record holds the domain's ``task_score``), and
     ``statistic`` maps the two agents' figures (arrays, one value per resample) to a dict of arrays.
     """
     from leaderboard.evaluate import BOOTSTRAP_SAMPLES
+    from sage_agents.algos.sage import progress_rewards
 
     keys = sorted(set(first) & set(second))
     if not keys:
@@ -932,8 +934,12 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
         per_chain = np.array([[all(r["success"]), len(r["success"]), sum(r["success"]), sum(r["steps"]),
                                sum(r["tokens"])] for r in (records[k] for k in keys)], dtype=float)  # fmt: skip
         solved, tasks, completed, steps, tokens = per_chain[rows].sum(axis=1).T
-        return {"tgc": completed / tasks, "sgc": solved / len(keys), "mean_steps": steps / tasks,
-                "mean_tokens": tokens / tasks}  # fmt: skip
+        figures = {"tgc": completed / tasks, "sgc": solved / len(keys), "mean_steps": steps / tasks,
+                   "mean_tokens": tokens / tasks}  # fmt: skip
+        if all("task_score" in records[k] for k in keys):  # a scored domain: progress per task, as the summaries
+            progress = np.array([sum(progress_rewards(records[k]["success"], records[k]["task_score"])) for k in keys])
+            figures["progress"] = progress[rows].sum(axis=1) / tasks
+        return figures
 
     pairs = statistic(resampled(first), resampled(second)).items()
     return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in pairs}

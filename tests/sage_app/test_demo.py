@@ -114,6 +114,20 @@ def test_paired_tgc_interval_matches_a_naive_loop():
     assert got[0] < got[1]  # the example does vary
 
 
+def test_paired_intervals_add_progress_where_every_record_has_the_domains_scores():
+    def scored(scores):  # two-task chains, none won, each task with its score
+        return {(0, i): {**_chain([False, False], [5, 5], [9, 9]), "task_score": list(pair)}
+                for i, pair in enumerate(scores)}  # fmt: skip
+
+    def progress(a, b):
+        return {"progress": 100 * (a["progress"] - b["progress"])}
+
+    first, second = scored([(50, 50)] * 6), scored([(0, 50)] * 6)
+    assert demo.paired_ci(first, second, progress) == {"progress": [pytest.approx(25.0)] * 2}  # every chain +25
+    second[(0, 0)].pop("task_score")  # a record without scores: progress is not resampled
+    assert "progress" not in demo.paired_ci(first, second, lambda a, b: {k: a[k] for k in a if k in b})
+
+
 def test_goals_are_met_not_met_or_not_measured():
     summaries, episodes = _run(
         sft=_solving(set(), 10, 50),
