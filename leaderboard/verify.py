@@ -7,7 +7,8 @@ as the evaluator reset it (``reset(seed=s, options={"chain": i})``, plus the sta
 brought one), and sent the logged actions in order. Each turn is checked against the log as it is played: the
 task the action went to, the task's end, its success, engine steps, invalid actions, skill calls, skills used and
 created, skill reuse, the words the agent was shown (``tokens_in``) and, for agents charged words (``token_unit``
-``words``), its ``tokens``; at a chain's end, the hash of its observations. An LLM's generated token counts are
+``words``), its ``tokens``; where the domain scores its tasks, each task's ``task_score`` at its last turn; at a
+chain's end, the hash of its observations. An LLM's generated token counts are
 what the agent reported: they cannot be replayed, only summed. Then every figure of the summary is recomputed from
 the log (``leaderboard.evaluate.summary_episodes`` and the evaluator's own summary code) and compared.
 
@@ -154,6 +155,9 @@ def replay_chain(env: gym.Env, record: dict[str, Any], words: bool, skill_librar
                 if (tally[key] and not record[key][t]) or (last and bool(tally[key]) != bool(record[key][t])):
                     return Mismatch(seed, chain, t, turn, f"{key} is {record[key][t]}, the replay's "
                                     f"{bool(tally[key])} {span}")  # fmt: skip
+            if last and "task_score" in record and record["task_score"][t] != info.get("task_score"):
+                return Mismatch(seed, chain, t, turn, f"task_score is {record['task_score'][t]}, the replay's "
+                                f"{info.get('task_score')} at the task's last turn")  # fmt: skip
         if actions and not task_over and error_task != t:
             return Mismatch(seed, chain, t, len(actions), "the log's last action for this task left it unfinished "
                             "and the record names no agent error")  # fmt: skip

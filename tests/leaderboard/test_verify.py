@@ -7,14 +7,17 @@ import os
 import shutil
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from leaderboard.evaluate import EvalConfig, evaluate
 from leaderboard.verify import main, record_path, verification_status
+from tests.sage_envs.toy_domain import RiskyToyChainEnv
 
 RESULTS = Path(__file__).parents[2] / "leaderboard" / "results"
 EXPERT = "expert__SageChain-ALFWorld-v0__valid_unseen__default"
 RANDOM_OFFICIAL = "random__SageChain-ALFWorld-v0__valid_seen__official"
+RISKY_ID = "SageChain-RiskyToyVerify-v0"
 
 
 def _copy(tmp_path: Path, stem: str) -> Path:
@@ -122,3 +125,21 @@ def test_fields_a_log_predates_are_named_not_checked(tmp_path, capsys):
         _edit(summary, chain, lambda r: r.pop("skill_calls"))
     assert main([str(summary), "--chains", "2"]) == 0
     assert "not in the log, so not checked: skill_calls (first 2 chains" in capsys.readouterr().out
+
+
+def test_an_edited_task_score_of_a_scored_domain_fails(tmp_path, capsys):
+    gym.register(RISKY_ID, entry_point=RiskyToyChainEnv)
+    try:
+        config = EvalConfig(agent="random", env=RISKY_ID, split="dev", num_chains=3, output=str(tmp_path),
+                            env_kwargs={"max_steps_per_task": 5})  # fmt: skip
+        evaluate(config)
+        summary = tmp_path / f"{config.run_name}.json"
+        assert main([str(summary)]) == 0 and "progress" in json.loads(summary.read_text())
+        record = json.loads(summary.with_name(f"{config.run_name}.episodes.jsonl").read_text().splitlines()[1])
+        assert record["task_score"][0] in (0.0, 50.0, 100.0)
+        _edit(summary, record["chain"], lambda r: r["task_score"].__setitem__(0, 100.0 - r["task_score"][0] + 1))
+        assert main([str(summary)]) == 1
+        out = capsys.readouterr().out.strip()
+        assert f"chain {record['chain']} (seed 0), task 0, turn " in out and "task_score is" in out
+    finally:
+        del gym.registry[RISKY_ID]

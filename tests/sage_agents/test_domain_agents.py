@@ -14,19 +14,11 @@ from sage_agents.config import TrainConfig
 from sage_agents.models import build_tokenizer
 from sage_agents.policy import argument_options
 from sage_agents.registry import make_agent
-from sage_envs import SageChainEnv
 from sage_envs.domain import ENTITY_PATTERN
-from tests.sage_envs.toy_domain import RiskyToyDomain, ToyChainEnv, ToyExpert
+from tests.sage_envs.toy_domain import RiskyToyChainEnv, RiskyToyDomain, ToyChainEnv, ToyExpert
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY_ID, RISKY_ID = "SageChain-Toy-v0", "SageChain-RiskyToy-v0"
-
-
-class RiskyToyChainEnv(SageChainEnv):
-    domain_class = RiskyToyDomain
-
-    def __init__(self, **kwargs):
-        super().__init__(RiskyToyDomain(), **kwargs)
 
 
 @pytest.fixture(scope="module", autouse=True)

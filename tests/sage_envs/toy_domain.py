@@ -137,3 +137,12 @@ class RiskyToyDomain(ToyDomain):
 
     def load(self, task: TaskSpec) -> RiskyToyGame:
         return RiskyToyGame(task.extra["item"], task.extra["box"])
+
+
+class RiskyToyChainEnv(SageChainEnv):
+    """The chain env over :class:`RiskyToyDomain` (register it under an id to reach it through ``gym.make``)."""
+
+    domain_class = RiskyToyDomain
+
+    def __init__(self, **kwargs):
+        super().__init__(RiskyToyDomain(), **kwargs)
