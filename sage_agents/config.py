@@ -33,7 +33,6 @@ REMOVED_FIELDS = {
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
 
 
-
 def entity_pattern(env_id: str) -> str:
     """How ``env_id``'s domain names an entity (:attr:`sage_envs.domain.Domain.entity_pattern`).
 
@@ -46,6 +45,7 @@ def entity_pattern(env_id: str) -> str:
         return sage_envs.domain_class(env_id).entity_pattern
     except (NoDomainError, InvalidConfigError):
         return ENTITY_PATTERN
+
 
 @dataclass
 class TrainConfig:
@@ -253,9 +253,7 @@ class TrainConfig:
             fail("reward_mode", f"must be None or one of {REWARD_MODES}", "use 'skill', 'outcome', 'progress' or None")
         for name in ("group_size",):
             if getattr(self, name) < 2:
-                fail(
-                    name, "group-relative advantages need at least 2 rollouts per group", "set it to >= 2 (8)"
-                )
+                fail(name, "group-relative advantages need at least 2 rollouts per group", "set it to >= 2 (8)")
         positive_ints = (
             "chains_per_step",
             "ppo_epochs",
@@ -423,7 +421,8 @@ class TrainConfig:
         if removed:
             warnings.warn(
                 f"TrainConfig fields {removed} were removed ({'; '.join(REMOVED_FIELDS[k] for k in removed)}); "
-                "ignored.", stacklevel=2
+                "ignored.",
+                stacklevel=2,
             )
             data = {k: v for k, v in data.items() if k not in REMOVED_FIELDS}
         unknown = set(data) - known

@@ -61,9 +61,7 @@ def progress_rewards(success: Sequence[bool | int], score: Sequence[float | None
     return [max(float(v or 0.0) / 100, 1.0 if s else 0.0) for s, v in zip(success, scores, strict=True)]
 
 
-def skill_integrated_rewards(
-    success: Sequence[bool | int], reuse: Collection[tuple[int, int]]
-) -> list[float]:
+def skill_integrated_rewards(success: Sequence[bool | int], reuse: Collection[tuple[int, int]]) -> list[float]:
     """SAGE's skill-integrated reward for a chain of any length (arXiv 2512.17102; see the module docstring).
 
     Args:
