@@ -280,8 +280,7 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         "mean_tokens": (np.array([float(sum(r["tokens"])) for r in records]), lengths),
     }
     if any("task_score" in r for r in records):  # BALROG's progression, max(score / 100, won), per task
-        progress = [sum(progress_rewards(r["success"], r.get("task_score", []))) for r in records]
-        per_chain["progress"] = (np.array(progress, dtype=float), lengths)
+        per_chain["progress"] = (np.array([chain_progress(r) for r in records]), lengths)
     point = {name: float(num.sum() / den.sum()) if den.sum() else 0.0 for name, (num, den) in per_chain.items()}
     index = np.random.default_rng(0).integers(len(records), size=(BOOTSTRAP_SAMPLES, len(records)))  # (B, C)
     ci95 = {}
@@ -318,6 +317,11 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         "ci95": ci95,
         **({"progress": point["progress"]} if "progress" in point else {}),
     }
+
+
+def chain_progress(record: dict[str, Any]) -> float:
+    """An episode record's progress summed over its tasks: max(task_score / 100, success) each, or its success."""
+    return float(sum(progress_rewards(record["success"], record.get("task_score", []))))
 
 
 def chain_metrics(records: Sequence[dict[str, Any]], no_action_turns: int = 0) -> dict[str, float]:

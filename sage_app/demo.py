@@ -922,7 +922,7 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
     ``statistic`` maps the two agents' figures (arrays, one value per resample) to a dict of arrays.
     """
     from leaderboard.evaluate import BOOTSTRAP_SAMPLES
-    from sage_agents.algos.sage import progress_rewards
+    from sage_agents.evaluation import chain_progress
 
     keys = sorted(set(first) & set(second))
     if not keys:
@@ -937,7 +937,7 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
         figures = {"tgc": completed / tasks, "sgc": solved / len(keys), "mean_steps": steps / tasks,
                    "mean_tokens": tokens / tasks}  # fmt: skip
         if all("task_score" in records[k] for k in keys):  # a scored domain: progress per task, as the summaries
-            progress = np.array([sum(progress_rewards(records[k]["success"], records[k]["task_score"])) for k in keys])
+            progress = np.array([chain_progress(records[k]) for k in keys])  # (C,)
             figures["progress"] = progress[rows].sum(axis=1) / tasks
         return figures
 
