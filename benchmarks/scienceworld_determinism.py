@@ -15,10 +15,10 @@ import argparse
 import time
 
 from sage_envs.domains.scienceworld.domain import (
-    GOLD,
     JVM_OPTIONS,
     ScienceWorldDomain,
     canonical,
+    gold_sequence,
     parse_task_id,
     start_simulator,
 )
@@ -31,7 +31,7 @@ def play(simulator, task_id: str) -> tuple[list[str], list[float]]:
     name, variation, simplifications = parse_task_id(task_id)
     simulator.load(name, variation, simplifications)
     texts, seconds = [canonical(str(simulator.look()))], []
-    for command in GOLD.sequence(name, variation, simplifications):
+    for command in gold_sequence(name, variation, simplifications):
         start = time.perf_counter()
         texts.append(canonical(str(simulator.server.step(command))))
         simulator.server.getValidActionObjectCombinationsJSON()

@@ -7,8 +7,8 @@ family); the chain list interleaves the families, so the first chains of a split
 
 The expert (:class:`ScienceWorldExpert`) replays ScienceWorld's gold action sequence of each variation. Generating
 one takes the simulator from under a second to ~35 s (the Mendelian genetics tasks), so gold sequences are
-generated on a separate simulator of their own and cached on disk, as are the split's variation lists (listing
-them loads all 30 families).
+cached on disk, each generated on a simulator started for it (:func:`gold_sequence`), as are the split's variation
+lists (listing them loads all 30 families).
 """
 
 from __future__ import annotations
@@ -140,32 +140,30 @@ class _JsonCache:
             return data[key]
 
 
-class _GoldSource:
-    """Gold action sequences, cached on disk, generated on a simulator of their own (started on first miss)."""
+def gold_sequence(task_name: str, variation: int, simplifications: str, cache_dir: Any = None) -> list[str]:
+    """The variation's gold action sequence, cached on disk; a miss is generated on a simulator started for it.
 
-    def __init__(self) -> None:
-        self._simulator: Any = None
-        self._lock = threading.Lock()
+    ScienceWorld's gold-path generator keeps state across the gold paths a JVM generates: the same variation's
+    second gold path in one JVM can take other doors (test-conductivity/453 and the paint families), so a cache
+    filled on one simulator held sequences that depended on which variations it had generated before, and the
+    expert's transcripts on which machine filled it. A fresh simulator per sequence (~1 s to start) makes each a
+    function of the variation alone.
+    """
+    from scienceworld.version import __version__
 
-    def sequence(self, task_name: str, variation: int, simplifications: str, cache_dir: Any = None) -> list[str]:
-        from scienceworld.version import __version__
+    # Gold sequences answer ambiguity prompts by position (right only under JVM_OPTIONS), and those cached before
+    # the fresh simulator depended on history: each kind has a folder of its own.
+    cache = _JsonCache(cache_root(cache_dir) / f"gold-{__version__}-fresh-simulator" / f"{task_name}.json")
 
-        # Gold sequences answer ambiguity prompts by position: those of a JVM with other hashes (before
-        # JVM_OPTIONS) are not valid here, hence a folder of their own.
-        cache = _JsonCache(cache_root(cache_dir) / f"gold-{__version__}-constant-hash" / f"{task_name}.json")
-        key = f"{variation}/{simplifications}"
-        return list(cache.get(key, lambda: self._generate(task_name, variation, simplifications)))
+    def generate() -> list[str]:
+        simulator = start_simulator()
+        try:
+            simulator.load(task_name, variation, simplifications, generateGoldPath=True)
+            return list(simulator.get_gold_action_sequence())
+        finally:
+            simulator.close()
 
-    def _generate(self, task_name: str, variation: int, simplifications: str) -> list[str]:
-        with self._lock:
-            if self._simulator is None:
-                self._simulator = start_simulator()
-            self._simulator.load(task_name, variation, simplifications, generateGoldPath=True)
-            return list(self._simulator.get_gold_action_sequence())
-
-
-GOLD = _GoldSource()
-"""The process's gold sequences (one extra simulator per process, only when a sequence is not cached yet)."""
+    return list(cache.get(f"{variation}/{simplifications}", generate))
 
 
 def variation_splits(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, list[int]]]:
@@ -252,7 +250,7 @@ class ScienceWorldGame(TaskGame):
 
     def expert_plan(self) -> list[str]:
         """The rest of the variation's gold sequence while the commands so far followed it, else []."""
-        gold = GOLD.sequence(self._task_name, self._variation, self._simplifications, self._domain.cache_dir)
+        gold = gold_sequence(self._task_name, self._variation, self._simplifications, self._domain.cache_dir)
         return gold[len(self._history) :] if gold[: len(self._history)] == self._history else []
 
     def _check_current(self) -> Any:
@@ -496,7 +494,7 @@ class ScienceWorldExpert(PlanExpert):
 
     def plan(self, task_key: str) -> list[str]:
         """The variation's gold sequence (cached on disk)."""
-        return GOLD.sequence(*parse_task_id(task_key), cache_dir=self.cache_dir)
+        return gold_sequence(*parse_task_id(task_key), cache_dir=self.cache_dir)
 
     skill_call = staticmethod(skill_call)
 

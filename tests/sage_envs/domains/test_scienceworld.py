@@ -286,3 +286,12 @@ def test_a_variation_reads_the_same_after_other_variations_as_in_a_fresh_simulat
     finally:
         used.close()
         fresh.close()
+
+
+def test_gold_sequence_is_the_same_however_many_were_generated_before(tmp_path):
+    # One JVM's second gold path of this variation takes other doors (its generator keeps state): a cache filled
+    # on a reused simulator depended on what it had generated before.
+    first = sw.gold_sequence("test-conductivity", 453, "", cache_dir=tmp_path / "a")
+    again = sw.gold_sequence("test-conductivity", 453, "", cache_dir=tmp_path / "b")
+    assert first == again and first[:2] == ["open door to hallway", "go to hallway"]
+    assert sw.gold_sequence("test-conductivity", 453, "", cache_dir=tmp_path / "a") == first  # from the cache
