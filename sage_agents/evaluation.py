@@ -267,20 +267,8 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         mean of ``max(task_score / 100, success)`` over tasks) when the records carry the domain's scores.
     """
     records = sorted(records, key=lambda r: (r["seed"], r["chain"]))
-    lengths = np.array([len(r["success"]) for r in records], dtype=float)  # (C,)
-    full_length = int(lengths.max(initial=0)) if full_length is None else full_length
-    solved = np.array([float(all(r["success"])) for r in records])  # (C,)
-    full = (lengths == full_length).astype(float)  # (C,)
-    per_chain = {  # name -> (numerator, denominator) per chain
-        "tgc": (np.array([float(sum(r["success"])) for r in records]), lengths),
-        "sgc": (solved, np.ones(len(records))),
-        "sgc_full_length": (solved * full, full),
-        "mean_steps": (np.array([float(sum(r["steps"])) for r in records]), lengths),
-        "mean_primitive_steps": (np.array([float(sum(r["primitive_steps"])) for r in records]), lengths),
-        "mean_tokens": (np.array([float(sum(r["tokens"])) for r in records]), lengths),
-    }
-    if any("task_score" in r for r in records):  # BALROG's progression, max(score / 100, won), per task
-        per_chain["progress"] = (np.array([chain_progress(r) for r in records]), lengths)
+    per_chain = chain_ratios(records, full_length)
+    lengths, full = per_chain["tgc"][1], per_chain["sgc_full_length"][1]
     point = {name: float(num.sum() / den.sum()) if den.sum() else 0.0 for name, (num, den) in per_chain.items()}
     index = np.random.default_rng(0).integers(len(records), size=(BOOTSTRAP_SAMPLES, len(records)))  # (B, C)
     ci95 = {}
@@ -317,6 +305,35 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
         "ci95": ci95,
         **({"progress": point["progress"]} if "progress" in point else {}),
     }
+
+
+def chain_ratios(
+    records: Sequence[dict[str, Any]], full_length: int | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each ratio figure of :func:`summarize_records` as its per-chain numerators and denominators, in record order.
+
+    A figure over a set of chains is ``numerators.sum() / denominators.sum()``, so a bootstrap resamples the rows
+    of both together. ``full_length`` as in :func:`summarize_records`; ``progress`` where a record carries scores.
+    """
+    lengths = np.array([len(r["success"]) for r in records], dtype=float)  # (C,)
+    full_length = int(lengths.max(initial=0)) if full_length is None else full_length
+    solved = np.array([float(all(r["success"])) for r in records])  # (C,)
+    full = (lengths == full_length).astype(float)  # (C,)
+
+    def summed(key: str) -> np.ndarray:
+        return np.array([float(sum(r[key])) for r in records])
+
+    ratios = {  # name -> (numerator, denominator) per chain
+        "tgc": (summed("success"), lengths),
+        "sgc": (solved, np.ones(len(records))),
+        "sgc_full_length": (solved * full, full),
+        "mean_steps": (summed("steps"), lengths),
+        "mean_primitive_steps": (summed("primitive_steps"), lengths),
+        "mean_tokens": (summed("tokens"), lengths),
+    }
+    if any("task_score" in r for r in records):  # BALROG's progression, max(score / 100, won), per task
+        ratios["progress"] = (np.array([chain_progress(r) for r in records]), lengths)
+    return ratios
 
 
 def chain_progress(record: dict[str, Any]) -> float:

@@ -922,24 +922,19 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
     ``statistic`` maps the two agents' figures (arrays, one value per resample) to a dict of arrays.
     """
     from leaderboard.evaluate import BOOTSTRAP_SAMPLES
-    from sage_agents.evaluation import chain_progress
+    from sage_agents.evaluation import chain_ratios
 
     keys = sorted(set(first) & set(second))
     if not keys:
         raise ValueError("the two episode logs share no (seed, chain)")
     rows = np.random.default_rng(0).integers(len(keys), size=(BOOTSTRAP_SAMPLES, len(keys)))
+    names = ["tgc", "sgc", "mean_steps", "mean_tokens"]
+    if all("task_score" in records[k] for records in (first, second) for k in keys):  # a scored domain
+        names.append("progress")
 
     def resampled(records: dict[Any, dict]) -> dict[str, np.ndarray]:
-        # per chain: every task completed, tasks, tasks completed, turns, generated tokens; summed over each resample
-        per_chain = np.array([[all(r["success"]), len(r["success"]), sum(r["success"]), sum(r["steps"]),
-                               sum(r["tokens"])] for r in (records[k] for k in keys)], dtype=float)  # fmt: skip
-        solved, tasks, completed, steps, tokens = per_chain[rows].sum(axis=1).T
-        figures = {"tgc": completed / tasks, "sgc": solved / len(keys), "mean_steps": steps / tasks,
-                   "mean_tokens": tokens / tasks}  # fmt: skip
-        if all("task_score" in records[k] for k in keys):  # a scored domain: progress per task, as the summaries
-            progress = np.array([chain_progress(records[k]) for k in keys])  # (C,)
-            figures["progress"] = progress[rows].sum(axis=1) / tasks
-        return figures
+        ratios = chain_ratios([records[k] for k in keys])
+        return {name: ratios[name][0][rows].sum(axis=1) / ratios[name][1][rows].sum(axis=1) for name in names}
 
     pairs = statistic(resampled(first), resampled(second)).items()
     return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in pairs}
