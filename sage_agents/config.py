@@ -33,18 +33,27 @@ REMOVED_FIELDS = {
 ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed values (sage_envs.error)
 
 
-def entity_pattern(env_id: str) -> str:
-    """How ``env_id``'s domain names an entity (:attr:`sage_envs.domain.Domain.entity_pattern`).
+def domain_argument_kwargs(env_id: str) -> dict[str, Any]:
+    """The :class:`~sage_agents.policy.LLMPolicy` options by which ``env_id``'s domain names skill-call arguments.
 
-    The default pattern for an env that names no domain (a test double, a third-party env) or is not registered
-    yet (a config is checked before its env's package registers it).
+    Its :attr:`~sage_envs.domain.Domain.entity_pattern` and whether its tasks name entities
+    (:attr:`~sage_envs.domain.Domain.task_names_entities`), each only where it differs from the default, so that the
+    options of a run on a domain with the defaults (ALFWorld) read, and hash, as they always did. Nothing for an
+    env that names no domain (a test double, a third-party env) or is not registered yet (a config is checked
+    before its env's package registers it).
     """
     import sage_envs
 
     try:
-        return sage_envs.domain_class(env_id).entity_pattern
+        domain = sage_envs.domain_class(env_id)
     except (NoDomainError, InvalidConfigError):
-        return ENTITY_PATTERN
+        return {}
+    kwargs: dict[str, Any] = {}
+    if domain.entity_pattern != ENTITY_PATTERN:
+        kwargs["entity_pattern"] = domain.entity_pattern
+    if not domain.task_names_entities:
+        kwargs["task_arguments"] = False
+    return kwargs
 
 
 @dataclass
@@ -395,11 +404,7 @@ class TrainConfig:
                  "constrained", "skill_calls", "skill_templates", "write_skills", "max_argument_options",
                  "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
         kwargs = {name: getattr(self, name) for name in names}
-        # The env's domain says how it names entities (skill-call arguments); the default is left out, so that
-        # the options of a run on a domain with the default pattern (ALFWorld) read as they always did.
-        pattern = entity_pattern(self.env_id)
-        if pattern != ENTITY_PATTERN:
-            kwargs["entity_pattern"] = pattern
+        kwargs.update(domain_argument_kwargs(self.env_id))  # how the env's domain names skill-call arguments
         for name in ("option_greedy", "option_sampling"):  # likewise left out when off
             if getattr(self, name):
                 kwargs[name] = True

@@ -175,19 +175,25 @@ def _task_words(task: str) -> list[str]:
 
 
 def argument_options(
-    task: str, observation: str, admissible: Sequence[str], limit: int = 64, entity_pattern: str = ENTITY_PATTERN
+    task: str,
+    observation: str,
+    admissible: Sequence[str],
+    limit: int = 64,
+    entity_pattern: str = ENTITY_PATTERN,
+    task_words: bool = True,
 ) -> list[str]:
     """Values a skill-call argument may take in constrained decoding, task-named first.
 
     The entities named in the task, the observation and the admissible commands (the first group of
     ``entity_pattern``, the domain's :attr:`~sage_envs.domain.Domain.entity_pattern`; by default ``word N``), their
     types (the first word), and the task's content words. Values whose words appear in the task come first; at
-    most ``limit`` are offered.
+    most ``limit`` are offered. ``task_words`` False (a domain whose task text names no entities,
+    :attr:`~sage_envs.domain.Domain.task_names_entities`) leaves the task's words out.
     """
     texts = [task, observation, *admissible]
     entity_re = re.compile(entity_pattern)
     entities = [e for text in texts for e in entity_re.findall(text.lower())]
-    named = _task_words(task)
+    named = _task_words(task) if task_words else []
     values = list(dict.fromkeys([*entities, *(e.split()[0] for e in entities), *named]))
     values.sort(key=lambda v: v.split()[0] not in named)  # stable: task-named values first
     return values[:limit]
@@ -276,6 +282,9 @@ class LLMPolicy:
             names (:func:`typed_options`; constrained mode).
         entity_pattern: how the env's domain names an entity (a regex, first group; its
             :attr:`~sage_envs.domain.Domain.entity_pattern`): skill-call arguments are drawn from these names.
+        task_arguments: offer the task's words as skill-call arguments and type arguments by them (the domain's
+            :attr:`~sage_envs.domain.Domain.task_names_entities`); False: entity names only, typed by the
+            parameter's name.
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -305,6 +314,7 @@ class LLMPolicy:
         max_argument_options: int = 64,
         typed_arguments: bool = False,
         entity_pattern: str = ENTITY_PATTERN,
+        task_arguments: bool = True,
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -322,6 +332,7 @@ class LLMPolicy:
         if write_skills and not (self.grammar.command_shapes and self.grammar.param_names):
             raise ValueError("write_skills=True needs skill_templates: the grammar takes its vocabulary from them.")
         self.typed_arguments, self.entity_pattern = typed_arguments, entity_pattern
+        self.task_arguments = task_arguments
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
@@ -414,12 +425,14 @@ class LLMPolicy:
         plans = []
         for obs, adm, history in zip(observations, admissible, histories, strict=True):
             values = argument_options(
-                obs["task"], obs.get("observation", ""), adm, self.max_argument_options, self.entity_pattern
-            )
-            calls, define, task = [], None, obs["task"]
+                obs["task"], obs.get("observation", ""), adm, self.max_argument_options, self.entity_pattern,
+                self.task_arguments,
+            )  # fmt: skip
+            calls, define = [], None
+            naming = obs["task"] if self.task_arguments else ""  # the text whose words type the arguments
 
-            def arguments(param: str, values: list[str] = values, task: str = task) -> list[str]:
-                return typed_options(values, param, task) if self.typed_arguments else values
+            def arguments(param: str, values: list[str] = values, naming: str = naming) -> list[str]:
+                return typed_options(values, param, naming) if self.typed_arguments else values
 
             if self.skill_calls:
                 templates = self.skill_templates if self.grammar is None else ()

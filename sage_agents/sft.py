@@ -135,6 +135,8 @@ class Perturbation:
     """Seed of the draws: the same seed, the same pairs."""
     entity_pattern: str = ENTITY_PATTERN
     """Entity names a random call's arguments are drawn from (the domain's ``entity_pattern``)."""
+    task_words: bool = True
+    """Whether the task's words are argument values too (the domain's ``task_names_entities``)."""
 
     def __post_init__(self) -> None:
         if not (0 <= self.rate <= 1 and 0 <= self.call_share <= 1):
@@ -146,7 +148,8 @@ class Perturbation:
         """A random action: a library skill's call with random arguments, or an admissible command (None: neither)."""
         calls = [(name, params) for name, params in skill_signatures(observation.get("skills", "")) if params]
         values = argument_options(
-            observation["task"], observation.get("observation", ""), admissible, entity_pattern=self.entity_pattern
+            observation["task"], observation.get("observation", ""), admissible, entity_pattern=self.entity_pattern,
+            task_words=self.task_words,
         )
         if calls and values and (rng.random() < self.call_share or not admissible):
             name, params = rng.choice(calls)

@@ -476,17 +476,14 @@ class DemoConfig:
     def policy_kwargs(self) -> dict[str, Any]:
         """The options every policy agent is evaluated with: constrained decoding and :attr:`prompt_kwargs`.
 
-        On a domain that names its entities its own way (TextWorld: "the red apple") its ``entity_pattern`` too, as
-        the arms trained with it (``TrainConfig.policy_kwargs``); ALFWorld's default pattern is left out, so its
-        evaluations' config hashes (hence their resumable episode logs) are those of the runs before env_id.
+        On a domain that names skill-call arguments its own way (TextWorld: "the red apple", a task that names no
+        entity) those options too, as the arms trained with them (``TrainConfig.policy_kwargs``,
+        :func:`~sage_agents.config.domain_argument_kwargs`); ALFWorld's defaults are left out, so its evaluations'
+        config hashes (hence their resumable episode logs) are those of the runs before env_id.
         """
-        from sage_agents.config import entity_pattern
-        from sage_envs.domain import ENTITY_PATTERN
+        from sage_agents.config import domain_argument_kwargs
 
-        kwargs = {"constrained": True, **self.prompt_kwargs}
-        if (pattern := entity_pattern(self.env_id)) != ENTITY_PATTERN:
-            kwargs["entity_pattern"] = pattern
-        return kwargs
+        return {"constrained": True, **self.prompt_kwargs, **domain_argument_kwargs(self.env_id)}
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
@@ -616,8 +613,10 @@ def expert_mode_pairs(cfg: DemoConfig, skills: str, learner: Path | None = None)
     pairs = []
     for chains, scope in runs:
         if cfg.sft_perturbation and hasattr(expert, "override") and learner is None:
-            seed, pattern = cfg.seed + chains.start, domain.entity_pattern  # each run its own noise
-            data["perturbation"] = Perturbation(cfg.sft_perturbation, seed=seed, entity_pattern=pattern)
+            data["perturbation"] = Perturbation(  # each run its own noise
+                cfg.sft_perturbation, seed=cfg.seed + chains.start, entity_pattern=domain.entity_pattern,
+                task_words=domain.task_names_entities,
+            )  # fmt: skip
         env_kwargs = {"skills": skills, "library_scope": scope, **cfg.train_env_kwargs}
         env = gym.make(cfg.env_id, split=domain.splits[0], **env_kwargs)
         played = track(chains, description=f"expert, skills={skills}, {scope} library", transient=True)

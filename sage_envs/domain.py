@@ -135,6 +135,10 @@ class Domain(abc.ABC):
     """Whether its games report a :attr:`StepResult.score`; the chain env's ``info`` then has ``task_score``."""
     entity_pattern: str = ENTITY_PATTERN
     """A regex whose first group matches one entity name in the domain's texts (skill-call arguments)."""
+    task_names_entities: bool = True
+    """Whether a task's words name the entities its skills act on ("put a clean apple in fridge" names the apple
+    before any observation shows it): constrained decoding then offers them as skill-call arguments and types the
+    arguments by them. False where the task text names none (TextWorld's one sentence for every recipe)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

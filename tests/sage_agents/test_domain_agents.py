@@ -10,7 +10,8 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from sage_agents.config import TrainConfig
+import sage_envs
+from sage_agents.config import TrainConfig, domain_argument_kwargs
 from sage_agents.models import build_tokenizer
 from sage_agents.policy import argument_options
 from sage_agents.registry import make_agent
@@ -84,3 +85,18 @@ def test_the_entity_pattern_comes_from_the_env_domain():
         "box 2",
         "box",
     ]
+
+
+def test_textworlds_task_sentence_names_no_skill_arguments():
+    textworld = sage_envs.domain_class("SageChain-TextWorld-v0")
+    assert not textworld.task_names_entities  # the same sentence for every recipe
+    kwargs = {"entity_pattern": textworld.entity_pattern, "task_arguments": False}
+    assert domain_argument_kwargs("SageChain-TextWorld-v0") == kwargs
+    assert TrainConfig(env_id="SageChain-TextWorld-v0").policy_kwargs.items() >= kwargs.items()
+    assert domain_argument_kwargs(RISKY_ID) == {"entity_pattern": RiskyToyDomain.entity_pattern}  # tasks name
+    task = "You are hungry! Let's cook a delicious meal. Check the cookbook in the kitchen for the recipe."
+    admissible, pattern = ["examine knife", "open fridge"], textworld.entity_pattern
+    assert {"you", "hungry"} <= set(argument_options(task, "", admissible, entity_pattern=pattern))
+    assert argument_options(task, "", admissible, entity_pattern=pattern, task_words=False) == [
+        "cookbook", "kitchen", "recipe", "knife", "fridge"
+    ]  # fmt: skip

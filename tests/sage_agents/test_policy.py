@@ -154,6 +154,22 @@ def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
     assert calls[True][1] == [v for v in calls[False][1] if v.split()[0] in ("coin", "box", "take")]
 
 
+def test_without_task_arguments_calls_take_entity_names_typed_by_parameter_names_only(tiny):
+    model, tok = tiny
+    obs = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
+    info = {"admissible_commands": [*ADM, "go to desk 4"]}
+    policy = LLMPolicy(model, tok, constrained=True, typed_arguments=True, task_arguments=False)
+    plans = []
+    policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
+    policy.act_batch([obs], [info], [[]], greedy=True)
+    plan = plans[0]
+    next(plan)
+    first = [o.text.removesuffix(",") for o in plan.send("call fetch(")]
+    second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+    assert "desk 4" in first and "take" not in first  # "item" types nothing, and the task's words are no values
+    assert second and all(v.split()[0] == "box" for v in second)  # "box" types by its own name
+
+
 def test_generation_logprobs_match_training_forward(tiny):
     model, tok = tiny
     torch.manual_seed(0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -226,3 +228,15 @@ def test_fuzz_of_random_and_hostile_actions_raises_nothing():
             _, info = env.reset()
     assert invalid > 0 and valid_steps > 0
     env.close()
+
+
+def test_entity_names_are_what_commands_examine_and_the_recipe_names():
+    texts = [
+        "You see a closed fridge. The counter is vast. On the counter you can see a knife.",
+        "Directions:\n  slice the orange bell pepper\n  fry the orange bell pepper\n  prepare meal",
+        "examine block of cheese",
+        "open frosted-glass door",
+        "take knife from counter",
+    ]
+    names = {name for text in texts for name in re.findall(TextworldDomain.entity_pattern, text.lower())}
+    assert names == {"counter", "orange bell pepper", "block of cheese", "frosted-glass door"}
