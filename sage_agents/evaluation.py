@@ -26,7 +26,7 @@ import hashlib
 import inspect
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -308,32 +308,35 @@ def summarize_records(records: Sequence[dict[str, Any]], full_length: int | None
 
 
 def chain_ratios(
-    records: Sequence[dict[str, Any]], full_length: int | None = None
+    records: Sequence[dict[str, Any]], full_length: int | None = None, names: Collection[str] | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each ratio figure of :func:`summarize_records` as its per-chain numerators and denominators, in record order.
 
     A figure over a set of chains is ``numerators.sum() / denominators.sum()``, so a bootstrap resamples the rows
-    of both together. ``full_length`` as in :func:`summarize_records`; ``progress`` where a record carries scores.
+    of both together. ``full_length`` as in :func:`summarize_records`; ``progress`` where a record carries scores;
+    ``names``: only these figures (None = all), which read only the record fields they need.
     """
     lengths = np.array([len(r["success"]) for r in records], dtype=float)  # (C,)
     full_length = int(lengths.max(initial=0)) if full_length is None else full_length
-    solved = np.array([float(all(r["success"])) for r in records])  # (C,)
-    full = (lengths == full_length).astype(float)  # (C,)
 
     def summed(key: str) -> np.ndarray:
         return np.array([float(sum(r[key])) for r in records])
 
-    ratios = {  # name -> (numerator, denominator) per chain
-        "tgc": (summed("success"), lengths),
-        "sgc": (solved, np.ones(len(records))),
-        "sgc_full_length": (solved * full, full),
-        "mean_steps": (summed("steps"), lengths),
-        "mean_primitive_steps": (summed("primitive_steps"), lengths),
-        "mean_tokens": (summed("tokens"), lengths),
+    def solved(only_full: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        full = (lengths == full_length).astype(float) if only_full else np.ones(len(records))  # (C,)
+        return np.array([float(all(r["success"])) for r in records]) * full, full
+
+    ratios = {  # name -> (numerator, denominator) per chain, computed when asked for
+        "tgc": lambda: (summed("success"), lengths),
+        "sgc": solved,
+        "sgc_full_length": lambda: solved(only_full=True),
+        "mean_steps": lambda: (summed("steps"), lengths),
+        "mean_primitive_steps": lambda: (summed("primitive_steps"), lengths),
+        "mean_tokens": lambda: (summed("tokens"), lengths),
     }
     if any("task_score" in r for r in records):  # BALROG's progression, max(score / 100, won), per task
-        ratios["progress"] = (np.array([chain_progress(r) for r in records]), lengths)
-    return ratios
+        ratios["progress"] = lambda: (np.array([chain_progress(r) for r in records]), lengths)
+    return {name: figure() for name, figure in ratios.items() if names is None or name in names}
 
 
 def chain_progress(record: dict[str, Any]) -> float:

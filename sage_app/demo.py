@@ -932,7 +932,7 @@ def paired_ci(first: dict[Any, dict], second: dict[Any, dict], statistic: Any) -
         names.append("progress")
 
     def resampled(records: dict[Any, dict]) -> dict[str, np.ndarray]:
-        ratios = chain_ratios([records[k] for k in keys])
+        ratios = chain_ratios([records[k] for k in keys], names=names)
         return {name: ratios[name][0][rows].sum(axis=1) / ratios[name][1][rows].sum(axis=1) for name in names}
 
     pairs = statistic(resampled(first), resampled(second)).items()

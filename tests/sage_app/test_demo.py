@@ -30,7 +30,7 @@ def test_comparison_is_points_and_relative_cuts():
 
 
 def _chain(success, steps, tokens):
-    return {"success": success, "steps": steps, "primitive_steps": steps, "tokens": tokens}
+    return {"success": success, "steps": steps, "tokens": tokens}
 
 
 def test_deltas_ci_resamples_chains_jointly():
