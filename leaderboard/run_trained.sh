@@ -14,7 +14,6 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
-BATCH=${BATCH:-8}  # chains per process in lockstep (one batched generation per turn)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage sage-persistent"}  # the entries to (re)compute; reskill needs RESKILL
 # SPLITS="valid" evaluates only those generated splits (no official set); by default the demo's eval_split, the
 # domain's other splits but the training one, and on ALFWorld official valid_seen where the games are.
@@ -23,7 +22,7 @@ want() { [[ " $AGENTS " == *" $1 "* ]]; }
 # The demo run's env, splits, protocol, policy options and SAGE's skill options (templates, write_skills) as JSON
 # members (without braces), read from the DemoConfig it saved (demo_config.json), so the entries are evaluated as
 # that run evaluated its agents.
-{ read -r ENV_ID; read -r SPLITS; read -r ENV; read -r PROMPT; read -r SAGE_KWARGS; read -r BANK; } < <("$PY" -c '
+{ read -r ENV_ID; read -r SPLITS; read -r ENV; read -r PROMPT; read -r SAGE_KWARGS; read -r BANK; read -r DEMO_BATCH; } < <("$PY" -c '
 import json, sys
 from sage_app.demo import DemoConfig
 from sage_envs import domain_class
@@ -33,7 +32,11 @@ print(cfg.eval_split, *[s for s in domain_class(cfg.env_id).splits[1:] if s != c
 print(json.dumps(cfg.env_kwargs)[1:-1])
 print(json.dumps(cfg.policy_kwargs)[1:-1])
 print(json.dumps(cfg.sage_kwargs)[1:-1])
-print(int(cfg.sage_eval_bank))' "$DEMO")
+print(int(cfg.sage_eval_bank))
+print(cfg.eval_batch_size)' "$DEMO")
+# Chains per process in lockstep (one batched generation per turn): by default the demo's own, as the batch size is
+# part of an entry's config hash; with another one the demo's copied episodes below would not be resumed from.
+BATCH=${BATCH:-$DEMO_BATCH}
 EVAL_SPLIT=${SPLITS%% *}
 SPLITS=${ONLY_SPLITS:-$SPLITS}
 GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
