@@ -27,7 +27,7 @@ import gymnasium as gym
 
 import sage_envs  # noqa: F401  (registers the env ids)
 from sage_agents import decoding
-from sage_agents.config import entity_pattern
+from sage_agents.config import domain_argument_kwargs
 from sage_agents.models import build_tiny_model, load_policy
 from sage_agents.policy import LLMPolicy
 
@@ -71,7 +71,7 @@ def main() -> None:
     else:
         model, tokenizer = build_tiny_model(hidden=128, layers=2, env_id=args.env, seed=args.seed)
     model.eval()
-    policy = LLMPolicy(model, tokenizer, constrained=True, option_greedy=True, entity_pattern=entity_pattern(args.env))
+    policy = LLMPolicy(model, tokenizer, constrained=True, option_greedy=True, **domain_argument_kwargs(args.env))
     pieces = args.trie_nodes
     rows = []  # (admissible commands, one-row seconds, pieces seconds, same command)
     for obs, info in states(args.env, args.split, args.chains, args.turns, args.seed):
