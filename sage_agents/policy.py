@@ -426,7 +426,7 @@ class LLMPolicy:
         for obs, adm, history in zip(observations, admissible, histories, strict=True):
             values = argument_options(
                 obs["task"], obs.get("observation", ""), adm, self.max_argument_options, self.entity_pattern,
-                self.task_arguments,
+                task_words=self.task_arguments,
             )  # fmt: skip
             calls, define = [], None
             naming = obs["task"] if self.task_arguments else ""  # the text whose words type the arguments

@@ -226,11 +226,10 @@ def rollout_stats(rollouts: Sequence[ChainRollout], chain_length: int | None = N
     n_tasks = max(1, len(tasks))
     turns = [t for ro in rollouts for t in ro.turns]
     tokens = sum(len(t.completion_ids) for t in turns)
-    progress = [p for ro in rollouts for p, played in zip(progress_rewards(ro.task_success, ro.task_score), ro.played,
-                                                          strict=True) if played]  # fmt: skip
+    progress = {id(ro): progress_rewards(ro.task_success, ro.task_score) for ro in rollouts}  # once per rollout
     stats = {
         "env/task_success": sum(ro.task_success[k] for ro, k in tasks) / n_tasks,
-        "env/task_progress": sum(progress) / n_tasks,
+        "env/task_progress": sum(progress[id(ro)][k] for ro, k in tasks) / n_tasks,
         "env/chain_success": sum(all(ro.task_success) for ro in rollouts) / max(1, len(rollouts)),
         "env/steps_per_task": len(turns) / n_tasks,
         "env/primitive_steps_per_task": sum(t.primitive_steps for t in turns) / n_tasks,
