@@ -1,4 +1,5 @@
 import copy
+import math
 import types
 
 import pytest
@@ -146,7 +147,7 @@ def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
         policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
         policy.act_batch([obs], [info], [[]], greedy=True)
         plan = plans[0]
-        assert Option("call fetch(", False) in next(plan)  # the first choice: a command or the call's opening
+        assert Option("call fetch(", False, "call") in next(plan)  # the first choice: a command or the call's opening
         first = [o.text.removesuffix(",") for o in plan.send("call fetch(")]
         second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
         calls[typed] = (first, second)
@@ -415,8 +416,9 @@ def test_a_history_shorter_than_the_window_is_shown_whole(tiny):
 
 @torch.no_grad()
 def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
-    """The text greedy :func:`decode_options` must produce: at each choice, the option whose tokens (EOS if it ends)
-    have the largest full-vocabulary log-prob sum, each option scored by its own uncached forward."""
+    """The text greedy :func:`decode_options` must produce: at each choice, among the options of the group whose
+    probabilities sum largest, the option whose tokens (EOS if it ends) have the largest full-vocabulary log-prob
+    sum, each option scored by its own uncached forward."""
     ids, text, choice = list(prompt_ids), "", next(plan)
     while True:
         scores = []
@@ -424,7 +426,11 @@ def option_greedy_by_brute_force(model, prompt_ids, plan, encode, eos_id):
             tokens = [*encode(option.text), *[eos_id] * option.ends]
             logits = model(input_ids=torch.tensor([ids + tokens])).logits[0, len(ids) - 1 : -1]
             scores.append(float(torch.log_softmax(logits, -1)[torch.arange(len(tokens)), tokens].sum()))
-        best = choice[max(range(len(choice)), key=scores.__getitem__)]
+        mass = {}
+        for score, option in zip(scores, choice, strict=True):
+            mass[option.group] = mass.get(option.group, 0.0) + math.exp(score)
+        group = max(mass, key=mass.get)
+        best = choice[max((i for i, o in enumerate(choice) if o.group == group), key=scores.__getitem__)]
         text, ids = text + best.text, ids + list(encode(best.text))
         if best.ends:
             return text
@@ -512,3 +518,26 @@ def test_option_greedy_weighs_the_whole_command_where_token_greedy_commits_to_it
     [out] = decoding.decode_options(model, [prompt], [call_plan(commands, [])], encode=encode, eos_id=eos, greedy=True)
     assert out.text == "go to box 1"  # 0.4 * 0.5 = 0.2 as a whole, against take soapbar 1's 0.6 * 0.1 = 0.06
     assert out.logprobs[0] == pytest.approx(float(torch.tensor(0.2 / 0.46).log()), abs=1e-4)  # 0.2 / (.06 + .2 + .2)
+
+
+@pytest.mark.parametrize("skill_p", [0.4, 0.6])
+def test_option_greedy_weighs_a_definition_against_all_commands_not_each(tiny, skill_p):
+    """``skill`` opens every definition: the model's probability of writing some definition is weighed against
+    that of acting at all (the commands' sum), not against each command's; within the kind, the likeliest option."""
+    _, tok = tiny
+    encode = lambda text: tok(text, add_special_tokens=False).input_ids  # noqa: E731
+    commands = ["go to box 1", "go to box 2"]
+    (go, to, box, one), (*_, two) = (encode(c) for c in commands)
+    [skill], [done] = encode("skill"), encode(" done")
+    prompt, eos = encode("look"), tok.eos_token_id
+    assert len({go, to, box, one, two, skill, done, *prompt, eos}) == 9
+    table = {
+        prompt[-1]: {go: 1 - skill_p, skill: skill_p}, go: {to: 1.0}, to: {box: 1.0}, box: {one: 0.5, two: 0.5},
+        one: {eos: 1.0}, two: {eos: 1.0}, skill: {done: 1.0}, done: {eos: 1.0},
+    }  # fmt: skip
+    model = NextWordLM(len(tok), table)
+    define = lambda: iter([[Option(" done", True)]])  # noqa: E731  a one-piece definition
+    plan = call_plan(commands, [], define)
+    [out] = decoding.decode_options(model, [prompt], [plan], encode=encode, eos_id=eos, greedy=True)
+    # 0.4 beats each command (0.3) but not the two together (0.6); 0.6 beats both together (0.4)
+    assert out.text == ("skill done" if skill_p == 0.6 else "go to box 1")
