@@ -36,8 +36,9 @@ ConfigError = InvalidConfigError  # a TrainConfig field is outside its allowed v
 def domain_argument_kwargs(env_id: str) -> dict[str, Any]:
     """The :class:`~sage_agents.policy.LLMPolicy` options by which ``env_id``'s domain names skill-call arguments.
 
-    Its :attr:`~sage_envs.domain.Domain.entity_pattern` and whether its tasks name entities
-    (:attr:`~sage_envs.domain.Domain.task_names_entities`), each only where it differs from the default, so that the
+    Its :attr:`~sage_envs.domain.Domain.entity_pattern`, whether its tasks name entities
+    (:attr:`~sage_envs.domain.Domain.task_names_entities`) and its parameters' closed values
+    (:attr:`~sage_envs.domain.Domain.argument_values`), each only where it differs from the default, so that the
     options of a run on a domain with the defaults (ALFWorld) read, and hash, as they always did. Nothing for an
     env that names no domain (a test double, a third-party env) or is not registered yet (a config is checked
     before its env's package registers it).
@@ -53,6 +54,8 @@ def domain_argument_kwargs(env_id: str) -> dict[str, Any]:
         kwargs["entity_pattern"] = domain.entity_pattern
     if not domain.task_names_entities:
         kwargs["task_arguments"] = False
+    if domain.argument_values:
+        kwargs["argument_values"] = {name: list(values) for name, values in domain.argument_values.items()}
     return kwargs
 
 

@@ -27,7 +27,7 @@ log-probs are the choices' (:attr:`Completion.choices`), and the trainer differe
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,6 +285,8 @@ class LLMPolicy:
         task_arguments: offer the task's words as skill-call arguments and type arguments by them (the domain's
             :attr:`~sage_envs.domain.Domain.task_names_entities`); False: entity names only, typed by the
             parameter's name.
+        argument_values: the values a parameter of each name takes instead of entity names (the domain's
+            :attr:`~sage_envs.domain.Domain.argument_values`, e.g. ``{"how": ["chop", "slice", "dice"]}``).
         show_admissible: list the admissible commands in the prompt.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
@@ -315,6 +317,7 @@ class LLMPolicy:
         typed_arguments: bool = False,
         entity_pattern: str = ENTITY_PATTERN,
         task_arguments: bool = True,
+        argument_values: Mapping[str, Sequence[str]] | None = None,
         show_admissible: bool = True,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
@@ -333,6 +336,7 @@ class LLMPolicy:
             raise ValueError("write_skills=True needs skill_templates: the grammar takes its vocabulary from them.")
         self.typed_arguments, self.entity_pattern = typed_arguments, entity_pattern
         self.task_arguments = task_arguments
+        self.argument_values = {name: list(values) for name, values in (argument_values or {}).items()}
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
@@ -432,6 +436,8 @@ class LLMPolicy:
             naming = obs["task"] if self.task_arguments else ""  # the text whose words type the arguments
 
             def arguments(param: str, values: list[str] = values, naming: str = naming) -> list[str]:
+                if param in self.argument_values:
+                    return self.argument_values[param]
                 return typed_options(values, param, naming) if self.typed_arguments else values
 
             if self.skill_calls:

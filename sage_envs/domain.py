@@ -139,6 +139,10 @@ class Domain(abc.ABC):
     """Whether a task's words name the entities its skills act on ("put a clean apple in fridge" names the apple
     before any observation shows it): constrained decoding then offers them as skill-call arguments and types the
     arguments by them. False where the task text names none (TextWorld's one sentence for every recipe)."""
+    argument_values: Mapping[str, tuple[str, ...]] = {}
+    """The values a skill parameter of each name takes where they are no entity names: closed classes of words
+    that fill a command's verb slot (TextWorld's ``how`` in ``{how} {food} with {knife}``: chop, slice or dice).
+    Constrained decoding offers a parameter of such a name these values and nothing else."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -90,7 +90,11 @@ def test_the_entity_pattern_comes_from_the_env_domain():
 def test_textworlds_task_sentence_names_no_skill_arguments():
     textworld = sage_envs.domain_class("SageChain-TextWorld-v0")
     assert not textworld.task_names_entities  # the same sentence for every recipe
-    kwargs = {"entity_pattern": textworld.entity_pattern, "task_arguments": False}
+    kwargs = {
+        "entity_pattern": textworld.entity_pattern,
+        "task_arguments": False,
+        "argument_values": {"how": ["chop", "slice", "dice"]},  # cut_with_knife's verb, which names no thing
+    }
     assert domain_argument_kwargs("SageChain-TextWorld-v0") == kwargs
     assert TrainConfig(env_id="SageChain-TextWorld-v0").policy_kwargs.items() >= kwargs.items()
     assert domain_argument_kwargs(RISKY_ID) == {"entity_pattern": RiskyToyDomain.entity_pattern}  # tasks name

@@ -171,6 +171,27 @@ def test_without_task_arguments_calls_take_entity_names_typed_by_parameter_names
     assert second and all(v.split()[0] == "box" for v in second)  # "box" types by its own name
 
 
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_parameter_with_domain_values_takes_those_values_only(tiny, typed):
+    """TextWorld's ``how`` (chop, slice, dice) fills a verb slot: no entity name is a value of it, and the
+    cookbook's "dice the carrot" offers none of them as an entity."""
+    model, tok = tiny
+    obs = {**OBS, "skills": "Program skills (call NAME(args)):\n- cut(item, how)"}
+    info = {"admissible_commands": ADM}
+    policy = LLMPolicy(
+        model, tok, constrained=True, typed_arguments=typed, argument_values={"how": ["chop", "slice", "dice"]}
+    )
+    plans = []
+    policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
+    policy.act_batch([obs], [info], [[]], greedy=True)
+    plan = plans[0]
+    next(plan)
+    first = [o.text.removesuffix(",") for o in plan.send("call cut(")]
+    second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+    assert "coin 1" in first and "chop" not in first  # ``item``: entity names as before
+    assert second == ["chop", "slice", "dice"]
+
+
 def test_generation_logprobs_match_training_forward(tiny):
     model, tok = tiny
     torch.manual_seed(0)

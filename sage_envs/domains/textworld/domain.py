@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sage_envs.domain import Domain, TaskSpec
 from sage_envs.domains.textworld import generator
+from sage_envs.domains.textworld.expert import CUTS
 from sage_envs.domains.textworld.generator import NUM_CHAINS, SPLITS, CookingSettings
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class TextworldDomain(Domain):
     # "You are hungry! Let's cook a delicious meal. Check the cookbook ...", for every recipe: its words ("you",
     # "enjoy") are no arguments, and typed by them, a call's arguments were mostly those words.
     task_names_entities = False
+    argument_values = {"how": CUTS}  # the expert's cut_with_knife(food, how, knife, place): its verb
 
     def __init__(
         self,
