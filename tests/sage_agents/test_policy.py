@@ -135,6 +135,19 @@ def test_typed_options_keep_the_types_the_task_or_the_parameter_names():
     assert typed_options(values, "where", "look around") == values  # nothing typed: every value stays
 
 
+def call_arguments(policy, obs, info, opening):
+    """A constrained turn's first choice, then the values it offers a call's first and (the first value taken)
+    second argument."""
+    plans = []
+    policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)  # record
+    policy.act_batch([obs], [info], [[]], greedy=True)
+    plan = plans[0]
+    first_choice = next(plan)
+    first = [o.text.removesuffix(",") for o in plan.send(opening)]
+    second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+    return first_choice, first, second
+
+
 def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
     model, tok = tiny
     obs = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
@@ -142,15 +155,8 @@ def test_typed_arguments_restrict_the_values_a_call_is_offered(tiny):
     calls = {}
     for typed in (False, True):
         policy = LLMPolicy(model, tok, constrained=True, typed_arguments=typed)
-        plans = []
-        # record the plans
-        policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
-        policy.act_batch([obs], [info], [[]], greedy=True)
-        plan = plans[0]
-        assert Option("call fetch(", False, "call") in next(plan)  # the first choice: a command or the call's opening
-        first = [o.text.removesuffix(",") for o in plan.send("call fetch(")]
-        second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
-        calls[typed] = (first, second)
+        opening, *calls[typed] = call_arguments(policy, obs, info, "call fetch(")
+        assert Option("call fetch(", False, "call") in opening  # the first choice: a command or the call's opening
     assert "desk 4" in calls[False][0] and "desk 4" not in calls[True][0]  # no task or parameter names a desk
     assert calls[True][1] == [v for v in calls[False][1] if v.split()[0] in ("coin", "box", "take")]
 
@@ -160,13 +166,7 @@ def test_without_task_arguments_calls_take_entity_names_typed_by_parameter_names
     obs = {**OBS, "skills": "Program skills (call NAME(args)):\n- fetch(item, box)"}
     info = {"admissible_commands": [*ADM, "go to desk 4"]}
     policy = LLMPolicy(model, tok, constrained=True, typed_arguments=True, task_arguments=False)
-    plans = []
-    policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
-    policy.act_batch([obs], [info], [[]], greedy=True)
-    plan = plans[0]
-    next(plan)
-    first = [o.text.removesuffix(",") for o in plan.send("call fetch(")]
-    second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+    _, first, second = call_arguments(policy, obs, info, "call fetch(")
     assert "desk 4" in first and "take" not in first  # "item" types nothing, and the task's words are no values
     assert second and all(v.split()[0] == "box" for v in second)  # "box" types by its own name
 
@@ -181,13 +181,7 @@ def test_a_parameter_with_domain_values_takes_those_values_only(tiny, typed):
     policy = LLMPolicy(
         model, tok, constrained=True, typed_arguments=typed, argument_values={"how": ["chop", "slice", "dice"]}
     )
-    plans = []
-    policy.generate = lambda prompts, greedy, plans=(), commands=None, seen=plans: seen.extend(plans)
-    policy.act_batch([obs], [info], [[]], greedy=True)
-    plan = plans[0]
-    next(plan)
-    first = [o.text.removesuffix(",") for o in plan.send("call cut(")]
-    second = [o.text.strip().removesuffix(")") for o in plan.send(f"{first[0]},")]
+    _, first, second = call_arguments(policy, obs, info, "call cut(")
     assert "coin 1" in first and "chop" not in first  # ``item``: entity names as before
     assert second == ["chop", "slice", "dice"]
 
