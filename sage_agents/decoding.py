@@ -348,9 +348,10 @@ def _likeliest(scores: torch.Tensor, groups: Sequence[str]) -> int:
 
     Where one option stands for many actions (``skill`` opens every definition, ``call NAME(`` every call of it
     with any arguments) and the others are whole commands, option against option would weigh the model's
-    probability of writing *some* definition against that of one command, and a model unsure which command fits
-    would write definitions (SAGE on TextWorld did so on 4,608 of 6,000 turns, docs/textworld.md). Grouped, the
-    decision is first what kind of action, by the probability the sampler gives it, then which.
+    probability of writing *some* definition against that of one command, so a model unsure which command fits
+    would write a definition where it gives acting, all commands together, more probability. Grouped, the decision
+    is first what kind of action, by the probability the sampler gives it, then which (docs/agents.md, "Which
+    kind of action first", measures what it changed).
     """
     members: dict[str, list[int]] = {}
     for i, group in enumerate(groups):

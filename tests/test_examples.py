@@ -193,6 +193,25 @@ def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny,
     assert 0 <= int(agree) <= int(turns) and int(turns) > 0 and float(share) == round(int(agree) / int(turns), 2)
 
 
+def test_option_mass_reads_a_summarys_agent_and_measures_each_turn(tiny, tmp_path, monkeypatch, capsys):
+    model, tokenizer = tiny
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    summary = {
+        "agent": "policy", "env": "SageChain-ALFWorld-v0", "split": "valid_unseen",
+        "agent_kwargs": {"model_path": str(tmp_path / "model"), "constrained": True},
+        "env_kwargs": {"split": "valid_unseen", "chain_length": 2, "max_steps_per_task": 3, "skills": "none"},
+    }  # fmt: skip
+    (tmp_path / "entry.json").write_text(json.dumps(summary))
+    out = run_main("option_mass", [str(tmp_path / "entry.json"), "--chains", "2"], monkeypatch, capsys)
+    turns = int(re.search(r"2 chains, (\d+) turns", out).group(1))
+    mean, median = map(float, re.search(rf"first tokens: mean ({NUMBER}), median ({NUMBER})", out).groups())
+    eos = float(re.search(rf"EOS after the action taken: mean ({NUMBER})", out).group(1))
+    taken = [int(n) for n in re.findall(r"(?:definition|call|command) (\d+)", out)]
+    assert 0 < turns <= 2 * 2 * 3 and sum(taken) == turns == taken[-1]  # skills="none": commands only
+    assert 0 < mean <= 1 and 0 < median <= 1 and 0 <= eos <= 1
+
+
 def test_every_example_runs_in_this_file():
     source = Path(__file__).read_text()
     untested = [p.name for p in EXAMPLES.glob("*.py") if f'run_main("{p.stem}"' not in source]
