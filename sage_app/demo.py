@@ -63,12 +63,19 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
             "group_size": 8,
         },
     },
+    "SageChain-TextWorld-v0": {
+        # 2,279 pairs from 60 houses at 2.5 epochs left the model's next-token probability mostly on prompt-like
+        # text (16-19% on the offered actions' first tokens) and won no task; 10 epochs on the actions alone won 3
+        # of 40 tasks on 20 valid chains (progress 16%), 10 on the whole text 1 (15%) (docs/textworld.md).
+        "sft_epochs": 10.0,
+        "sft_completion_only": True,
+    },
 }
 """Per env id, what a :class:`DemoConfig` field left None becomes: settings measured on that env (docs/demo.md,
-"Choices, and why"). ``quick`` holds what ``--quick`` sets on top of its generic sizes: on ALFWorld, SFT that
-nearly memorises the expert's dozen chains (20 epochs on every turn's action alone, ``go to`` turns kept), 15 turns
-per task and groups of 8, so that some RL rollouts on those chains succeed and every arm's update moves its
-weights (docs/demo.md). An env without an entry gets the domain-neutral choices each field names."""
+"Choices, and why"; docs/textworld.md). ``quick`` holds what ``--quick`` sets on top of its generic sizes: on
+ALFWorld, SFT that nearly memorises the expert's dozen chains (20 epochs on every turn's action alone, ``go to``
+turns kept), 15 turns per task and groups of 8, so that some RL rollouts on those chains succeed and every arm's
+update moves its weights (docs/demo.md). An env without an entry gets the domain-neutral choices each field names."""
 LONG = {
     "rl_steps": 100,
     "rl_eval_every": 10,
@@ -161,18 +168,20 @@ class DemoConfig:
     ~640 s (2.5 epochs at 0.25 s per step), which puts the demo at about the 20-minute bound, and its SFT models
     completed 30.5-35.0% (docs/demo.md, "The current default"). Earlier recipes: SAGE vs GRPO SGC was +30 / +48 /
     +44 points with 3, +26 / +3 / +43 with 4 and +9 / -3 / +0 with 2 (docs/demo_history.md)."""
-    sft_epochs: float = 2.5
-    """Passes over the expert pairs (~200 s each on 2 cores with 2 layers, the largest stage; with one, a 3-layer
-    SFT model completed 6.5% of valid_unseen tasks, and a 4-layer one 10% instead of 30%)."""
+    sft_epochs: float | None = None
+    """Passes over the expert pairs. None: the env's measured default (:data:`ENV_DEFAULTS`), else 2.5 (ALFWorld:
+    ~200 s each on 2 cores with 2 layers, the largest stage; with one, a 3-layer SFT model completed 6.5% of
+    valid_unseen tasks, and a 4-layer one 10% instead of 30%)."""
     sft_lr: float = 2e-3
     """SFT learning rate (a from-scratch tiny model wants ~1e-3)."""
     sft_batch_size: int = 16
     """Pairs per SFT step."""
-    sft_completion_only: bool = False
-    """Train SFT on the action tokens only; False (default) also trains on predicting the prompt's text. That
-    language-model loss on observations teaches the model to copy entity numbers ("drawer 17") from them: at
-    equal compute (500 steps) it preferred the right number over a wrong one in 100 of 100 held pairs vs 57, and
-    agreed with the expert on 40% vs 19% of its turns (docs/demo.md)."""
+    sft_completion_only: bool | None = None
+    """Train SFT on the action tokens only; False also trains on predicting the prompt's text. None: the env's
+    measured default (:data:`ENV_DEFAULTS`), else False. On ALFWorld that language-model loss on observations
+    teaches the model to copy entity numbers ("drawer 17") from them: at equal compute (500 steps) it preferred the
+    right number over a wrong one in 100 of 100 held pairs vs 57, and agreed with the expert on 40% vs 19% of its
+    turns (docs/demo.md)."""
     sft_guidance: bool = True
     """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
     turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the
@@ -356,6 +365,9 @@ class DemoConfig:
             if getattr(self, name) is None:
                 setattr(self, name, copy.deepcopy(defaults.get(name)))  # a list of its own, not the table's
         self.sft_action_weights = self.sft_action_weights or {}
+        for name, generic in (("sft_epochs", 2.5), ("sft_completion_only", False)):
+            if getattr(self, name) is None:
+                setattr(self, name, defaults.get(name, generic))
         self.extra_eval_sets = self.extra_eval_sets or []
         if self.train_command_grammar is not None and not takes_command_grammar(self.env_id):
             raise ValueError(

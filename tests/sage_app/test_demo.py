@@ -611,6 +611,9 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     # TextWorld: its domain's evaluation split, all its skills, no rebalancing, no command grammar, 30 turns
     assert textworld.eval_split == domain_class(TEXTWORLD).eval_split == "test"
     assert textworld.expert_skills is None and textworld.sft_action_weights == {}
+    assert (alfworld.sft_epochs, alfworld.sft_completion_only) == (2.5, False)  # the generic SFT length and loss
+    assert (textworld.sft_epochs, textworld.sft_completion_only) == (10.0, True)  # TextWorld's measured ones
+    assert DemoConfig(env_id=TEXTWORLD, sft_epochs=2.5).sft_epochs == 2.5  # a value given is kept
     assert textworld.train_env_kwargs == textworld.env_kwargs == {"chain_length": 2, "max_steps_per_task": 30}
     tw_quick = DemoConfig(env_id=TEXTWORLD, quick=True)
     assert (tw_quick.max_steps_per_task, tw_quick.sft_epochs, tw_quick.rl_train_chains) == (30, 1.0, 12)
