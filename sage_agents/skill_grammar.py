@@ -217,7 +217,9 @@ class SkillGrammar:
                         starts.update({f"{INDENT * d}{{{v}}}": ("", d) for v in [*params, *variables]})
             if not opened or not left:
                 starts["call"] = ("call", 0)
-            start = yield _options(starts)
+            # Ending the body and writing one more line are two kinds of step: greedy decoding weighs the end
+            # against all the line starts together (decoding._likeliest), as it weighs a turn's kinds of action.
+            start = yield [Option(text, False, "end" if text == "call" else "line") for text in starts]
             head, d = starts[start]
             if d == 0:  # the trailing call
                 return

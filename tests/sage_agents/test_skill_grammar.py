@@ -108,6 +108,21 @@ def test_whole_task_definitions_are_ones_the_grammar_can_write_with_their_sub_sk
         assert not GRAMMAR.accepts(text, library)  # the skills of SKILLS alone never loop over the inventory
 
 
+def test_ending_the_body_and_another_line_are_two_kinds_that_greedy_weighs_whole():
+    """Greedy decoding weighs each group by its options' summed probability (decoding._likeliest): the end of the
+    body (its trailing ``call``) against all the line starts together, not against each."""
+    rng, ends = random.Random(0), 0
+    for _ in range(50):
+        plan = GRAMMAR.plan(lambda p: [f"{p} 1"], LIBRARY)
+        options = next(plan)
+        while not options[0].ends:
+            if any(o.text == "call" for o in options) and len(options) > 1:  # alone (no lines left): forced
+                ends += 1
+                assert {(o.text == "call", o.group) for o in options} == {(True, "end"), (False, "line")}
+            options = plan.send(rng.choice(options).text)
+    assert ends >= 50  # every body reaches at least one choice to end it
+
+
 def test_limits_bound_the_body_and_a_block_always_has_a_statement():
     short = SkillGrammar.from_definitions(TEMPLATES, max_body_lines=2, max_depth=2)
     rng = random.Random(0)
