@@ -9,8 +9,8 @@ the probability it gives the first tokens of what the turn offers (the admissibl
 and, once the agent has acted, the probability of ending the action there (EOS after the action's tokens).
 Constrained decoding acts whatever these are, since it renormalises over what is offered; they say whether the
 model learned where an action starts and ends. The demo's ALFWorld SFT model puts 86% (median 97%) on the offered
-first tokens, the TextWorld demo's 19% (docs/textworld.md, "Trained agents"); a model that puts little there acts on what remains of its probability, where a non-ending option (``skill``,
-which pays for no EOS) can outweigh every command (docs/agents.md, "Which kind of action first").
+first tokens, the TextWorld demo's 2.5-epoch model 19% (docs/textworld.md, "Trained agents"); a model that puts
+little there acts on what remains of its probability.
 """
 
 from __future__ import annotations
@@ -26,21 +26,16 @@ import sage_envs  # noqa: F401  (registers the envs)
 from sage_agents.registry import make_agent
 
 
-def first_token_mass(policy, prompt: str, offered: list[str]) -> float:
-    """The model's probability, after ``prompt``, of a first token that begins one of ``offered``."""
-    ids = torch.tensor([policy.encode(prompt)])
+def turn_probabilities(policy, prompt: str, action: str, offered: list[str]) -> tuple[float, float]:
+    """After ``prompt``: the probability of a first token that begins one of ``offered``, and of EOS right after
+    ``action``'s tokens (one forward of prompt + action: the model is causal)."""
+    prompt_ids = policy.encode(prompt)
+    ids = torch.tensor([[*prompt_ids, *policy.encode_option(action)]])
     with torch.no_grad():
-        probs = policy.model(input_ids=ids).logits[0, -1].float().softmax(-1)
+        logits = policy.model(input_ids=ids).logits[0]
+    first = logits[len(prompt_ids) - 1].float().softmax(-1)
     firsts = {policy.encode_option(text)[0] for text in offered}
-    return float(probs[sorted(firsts)].sum())
-
-
-def end_probability(policy, prompt: str, action: str) -> float:
-    """The model's probability of EOS right after ``action``'s tokens."""
-    ids = torch.tensor([[*policy.encode(prompt), *policy.encode_option(action)]])
-    with torch.no_grad():
-        probs = policy.model(input_ids=ids).logits[0, -1].float().softmax(-1)
-    return float(probs[policy.eos_id])
+    return float(first[sorted(firsts)].sum()), float(logits[-1].float().softmax(-1)[policy.eos_id])
 
 
 def main() -> None:
@@ -66,8 +61,9 @@ def main() -> None:
         for _ in range(args.max_turns):
             action = agent.act(obs, info)
             offered = [*info.get("admissible_commands", []), "call", "skill"]
-            masses.append(first_token_mass(policy, prompts[-1], offered))
-            ends.append(end_probability(policy, prompts[-1], action))
+            mass, end = turn_probabilities(policy, prompts[-1], action, offered)
+            masses.append(mass)
+            ends.append(end)
             kind = "definition" if action.startswith("skill") else "call" if action.startswith("call") else "command"
             kinds[kind] += 1
             obs, _, terminated, truncated, info = env.step(action)

@@ -361,14 +361,13 @@ class DemoConfig:
 
         domain = domain_class(self.env_id)  # an unregistered id: InvalidConfigError naming the registered ones
         defaults = ENV_DEFAULTS.get(self.env_id, {})
-        for name in ("expert_skills", "sft_action_weights", "train_command_grammar", "extra_eval_sets"):
+        generic = {  # a field left None on an env without a measured value: the domain-neutral choice
+            "expert_skills": None, "sft_action_weights": {}, "train_command_grammar": None, "extra_eval_sets": [],
+            "sft_epochs": 2.5, "sft_completion_only": False,
+        }  # fmt: skip
+        for name, value in generic.items():
             if getattr(self, name) is None:
-                setattr(self, name, copy.deepcopy(defaults.get(name)))  # a list of its own, not the table's
-        self.sft_action_weights = self.sft_action_weights or {}
-        for name, generic in (("sft_epochs", 2.5), ("sft_completion_only", False)):
-            if getattr(self, name) is None:
-                setattr(self, name, defaults.get(name, generic))
-        self.extra_eval_sets = self.extra_eval_sets or []
+                setattr(self, name, copy.deepcopy(defaults.get(name, value)))  # a list of its own, not the table's
         if self.train_command_grammar is not None and not takes_command_grammar(self.env_id):
             raise ValueError(
                 f"train_command_grammar={self.train_command_grammar!r}, but {self.env_id} has no command grammar to "

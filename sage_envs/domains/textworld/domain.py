@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from sage_envs.domain import Domain, TaskSpec
 from sage_envs.domains.textworld import generator
-from sage_envs.domains.textworld.expert import CUTS
+from sage_envs.domains.textworld.expert import CUTS, SKILLS, TextworldExpert
 from sage_envs.domains.textworld.generator import NUM_CHAINS, SPLITS, CookingSettings
 
 if TYPE_CHECKING:
-    from sage_envs.domains.textworld.expert import TextworldExpert
     from sage_envs.domains.textworld.game import TextworldGame
 
 __all__ = ["SPLITS", "TextworldDomain"]
@@ -103,8 +102,6 @@ class TextworldDomain(Domain):
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> TextworldExpert:
         """The walkthrough expert (:class:`~sage_envs.domains.textworld.expert.TextworldExpert`)."""
-        from sage_envs.domains.textworld.expert import TextworldExpert
-
         return TextworldExpert(use_skills=use_skills, skills=skills, cache_dir=cache_dir)
 
     @classmethod
@@ -130,6 +127,4 @@ class TextworldDomain(Domain):
     @classmethod
     def skill_templates(cls, **_env_kwargs: Any) -> dict[str, list[str]]:
         """The expert's skill definitions by name (one form each: every game speaks one grammar)."""
-        from sage_envs.domains.textworld.expert import SKILLS
-
         return {name: [text] for name, text in SKILLS.items()}
