@@ -87,9 +87,9 @@ LONG = {
     "sage_beta": 0.04,
 }
 """What ``--long`` sets where a field has its default value (the other fields keep theirs): 200 RL
-steps per arm (GRPO's gain over its SFT start came mostly after step 100 at three RL seeds: docs/demo.md, "Twice the
-RL steps"), a held-out evaluation every 20 (the first 50 chains of the evaluation split, ~1 minute each here), a
-checkpoint every 10, lr 1e-4 (at the demo's 2e-5, 100 steps moved the policy by a KL of 0.016 to the SFT model
+steps per arm (GRPO's gain over its SFT start came mostly after step 100 at three of four RL seeds: docs/demo.md,
+"Twice the RL steps"), a held-out evaluation every 20 (the first 50 chains of the evaluation split, ~1 minute each
+here), a checkpoint every 10, lr 1e-4 (at the demo's 2e-5, 100 steps moved the policy by a KL of 0.016 to the SFT model
 and its held-out TGC not at all; at 1e-4 it moved 5x more: docs/demo.md, "The learning run") and ReSkill version
 tests of 256 episodes (16 steps; at 64, a useless version is accepted about one test in six and the demo-long arm
 accepted one every ~25 steps: docs/reskill.md, "Sizing a test") and RL sampling whole options (``option_sampling``:
