@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_SPEC)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[agents,dev,sciworld]" $(TORCH_SPEC)
+	@command -v java >/dev/null || echo "note: no Java runtime; SageChain-ScienceWorld-v0 needs one (make java, or apt-get install default-jre-headless) and its tests skip without it"
 	touch $(STAMP)
 
 # Headless Chromium (Debian's package) for the leaderboard site's browser tests, which skip without it; needs root.

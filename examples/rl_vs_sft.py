@@ -2,6 +2,7 @@
 
     python examples/rl_vs_sft.py runs/demo runs/curve-grpo runs/curve-gigpo --arm grpo --output runs/rl-vs-sft
     python examples/rl_vs_sft.py runs/demo runs/fit-20 --eval-split valid_seen --trained-chains 20
+    python examples/rl_vs_sft.py runs/demo runs/grpo200:grpo runs/reskill200 --arm reskill    # ReSkill vs GRPO
 
 Each run is an RL training folder started from the demo's SFT model (``examples/learning_curve.py --output RUN``,
 or a demo arm's ``runs/demo/<arm>``); its newest checkpoint plays as the demo's ``--arm`` entry would (the
@@ -11,7 +12,9 @@ skills mode (``sft``; ``sft-sage`` for ``--arm sage``: SAGE's start), on the fir
 evaluator (resumable: a finished evaluation is read back). Prints each agent's TGC (and progress where the domain
 scores its tasks), SGC, steps and generated tokens per task, then each run against the SFT model and against the
 first run, chain by chain (paired bootstrap over chains; the interval is that of these two fixed models on these
-chains, not of the training's randomness).
+chains, not of the training's randomness). ``RUN:ARM`` plays one run as another arm, so that runs of two arms
+from the same start are compared chain by chain (the SFT start keeps ``--arm``'s mode); a ReSkill checkpoint plays
+with the guidance it accepted and, as ``RUN-weights``, without it.
 ``--trained-chains K`` is for runs trained on the first K chains of the evaluated split (``--set split=...
 --set train_chains=K``): each run against the SFT model is also shown on those K chains and on the others.
 """
@@ -62,8 +65,11 @@ def compare(first: dict, second: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("demo_dir", help="the demo whose SFT model the runs started from")
-    parser.add_argument("runs", nargs="+", help="RL training folders (their newest checkpoint is evaluated)")
-    parser.add_argument("--arm", choices=ARMS, default="grpo", help="how the runs' checkpoints play (as that arm)")
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN[:ARM]", help="RL training folders (their newest checkpoint is evaluated), "
+        "each played as ARM (default: --arm)"
+    )  # fmt: skip
+    parser.add_argument("--arm", choices=ARMS, default="grpo", help="how the runs play, and so the SFT start's mode")
     parser.add_argument("--eval-split", default=None, help="the split played (default: the demo's eval_split)")
     parser.add_argument("--eval-chains", type=int, default=100)
     parser.add_argument(
@@ -79,21 +85,24 @@ def main() -> None:
 
     demo, out = Path(args.demo_dir), Path(args.output)
     cfg = DemoConfig.load(demo / "demo_config.json")
-    checkpoints = {}
-    for run in map(Path, args.runs):
-        checkpoint = latest_checkpoint(run / "checkpoints")
+    sft = demo / "sft" / "model"
+    start = SFT_AS_SAGE if args.arm == "sage" else "sft"  # the SFT model playing in the arm's own skill mode
+    entries = {start: sft_as_sage_entry(cfg, sft) if start == SFT_AS_SAGE else agent_entries(cfg, sft, {})["sft"]}
+    checkpoints = {}  # label -> checkpoint folder
+    for run, _, arm in (spec.partition(":") for spec in args.runs):
+        arm = arm or args.arm
+        checkpoint = latest_checkpoint(Path(run) / "checkpoints")
         if checkpoint is None:
-            parser.error(f"{run} has no checkpoint under {run / 'checkpoints'}")
-        checkpoints[run.name] = checkpoint
+            parser.error(f"{run} has no checkpoint under {Path(run) / 'checkpoints'}")
+        played = agent_entries(cfg, sft, {arm: checkpoint})
+        name = Path(run).name
+        # ReSkill's weights play with the guidance they accepted and without it (``reskill-weights``).
+        for label, entry in ((name, played[arm]), (f"{name}-weights", played.get(f"{arm}-weights"))):
+            if entry is not None:
+                entries[label], checkpoints[label] = entry, checkpoint
     results = {}  # label -> episode log
     split, chains = args.eval_split or cfg.eval_split, args.eval_chains
-    start = SFT_AS_SAGE if args.arm == "sage" else "sft"  # the SFT model playing in the arm's own skill mode
-    sft = demo / "sft" / "model"
-    for label in [start, *checkpoints]:
-        if label in checkpoints:
-            entry = agent_entries(cfg, sft, {args.arm: checkpoints[label]})[args.arm]
-        else:
-            entry = sft_as_sage_entry(cfg, sft) if start == SFT_AS_SAGE else agent_entries(cfg, sft, {})["sft"]
+    for label, entry in entries.items():
         summary = evaluate(entry_eval_config(cfg, label, entry, out / "results", split, chains, workers=args.workers))
         results[label] = logged_episodes(out, summary)
         where = f" ({checkpoints[label]})" if label in checkpoints else ""

@@ -471,6 +471,37 @@ def test_rl_vs_sft_evaluates_each_runs_newest_checkpoint_against_the_sft_model(t
     assert len(logs) == 3 and all("valid_seen" in log.name for log in logs)  # the split asked for was played
 
 
+def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_its_guidance(
+    toy_demo, tmp_path, monkeypatch, capsys
+):
+    import shutil
+
+    for name in ("grpo-run", "reskill-run"):  # "RL runs" whose newest checkpoint is the SFT model
+        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
+        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
+        (checkpoint.parent / "latest").write_text(checkpoint.name)
+    accepted = sorted((Path(__file__).parents[1] / "docs/assets/demo_long/reskill_library").iterdir())[0]
+    shutil.copytree(accepted, tmp_path / "reskill-run/checkpoints/step_0000002/reskill_library" / accepted.name)
+    argv = [str(toy_demo), f"{tmp_path / 'grpo-run'}:grpo", str(tmp_path / "reskill-run"), "--arm", "reskill",
+            "--eval-chains", "2", "--workers", "1", "--output", str(tmp_path / "eval")]  # fmt: skip
+    out = run_main("rl_vs_sft", argv, monkeypatch, capsys)
+    labels = re.findall(r"^(\S+)(?: \(\S+\))?: TGC ", out, re.MULTILINE)
+    assert labels == ["sft", "grpo-run", "reskill-run", "reskill-run-weights"]
+    assert re.search(r"^reskill-run vs grpo-run: tgc ", out, re.MULTILINE)
+    assert re.search(r"^reskill-run-weights vs grpo-run: tgc ", out, re.MULTILINE)
+    summaries = {p.name.split("__")[0]: json.loads(p.read_text()) for p in (tmp_path / "eval/results").glob("*.json")}
+    skills = {label: summary["env_kwargs"]["skills"] for label, summary in summaries.items()}
+    assert skills == {"sft": "none", "grpo-run": "none", "reskill-run": "guidance", "reskill-run-weights": "guidance"}
+    library = {label: summary["agent_kwargs"].get("skills_path") for label, summary in summaries.items()}
+    assert library["reskill-run"].endswith("reskill_library") and library["reskill-run-weights"] is None
+
+
+def test_check_envs_prints_each_envs_checks(monkeypatch, capsys):
+    out = run_main("check_envs", ["--env", "SageChain-ALFWorld-v0", "--strings", "50"], monkeypatch, capsys)
+    row = re.search(r"^\| SageChain-ALFWorld-v0 \| (.*) \| (.*) \| (.*) \| \d+ \|$", out, re.MULTILINE)
+    assert row.groups() == ("passes, 0 warning(s)", "identical, 13 turns", "50 / 50 flagged invalid, 0 exceptions")
+
+
 def test_compare_curves_tables_and_plots_each_runs_evaluations(tmp_path, monkeypatch, capsys):
     def run(name, evals, config=None):
         folder = tmp_path / name

@@ -30,20 +30,20 @@ def env_id(request):
     return request.param
 
 
-def _make(env_id: str, **kwargs):
+def make_env(env_id: str, **kwargs):
     """The env on its domain's second declared split (ALFWorld valid_seen, ScienceWorld dev), with MAKE_KWARGS."""
     split = sage_envs.domain_class(env_id).splits[1]
     return gym.make(env_id, split=split, **MAKE_KWARGS.get(env_id, {}), **kwargs)
 
 
 def test_check_env(env_id):
-    env = _make(env_id)
+    env = make_env(env_id)
     check_env(env.unwrapped)
     env.close()
 
 
-def _rollout(env_id: str, seed: int, steps: int = 12):
-    env = _make(env_id)
+def rollout(env_id: str, seed: int, steps: int = 12):
+    env = make_env(env_id)
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     transitions = [(obs, info["task_id"], info["admissible_commands"])]
@@ -58,15 +58,15 @@ def _rollout(env_id: str, seed: int, steps: int = 12):
 
 
 def test_same_seed_two_copies_identical(env_id):
-    first, second = _rollout(env_id, seed=7), _rollout(env_id, seed=7)
+    first, second = rollout(env_id, seed=7), rollout(env_id, seed=7)
     # On a difference, name the first transition and part that differ (a whole transcript is too long to read).
     for turn, (a, b) in enumerate(zip(first, second, strict=True)):
         for part, (x, y) in enumerate(zip(a, b, strict=True)):
             assert x == y, f"turn {turn}, part {part} (0: observation, last: admissible commands):\n{x!r}\n!=\n{y!r}"
 
 
-def _random_strings(env_id: str, n: int) -> int:
-    env = _make(env_id, max_steps_per_task=10**9)
+def random_strings(env_id: str, n: int) -> int:
+    env = make_env(env_id, max_steps_per_task=10**9)
     env.action_space.seed(0)
     rng = np.random.default_rng(0)
     env.reset(seed=0)
@@ -86,7 +86,7 @@ def _random_strings(env_id: str, n: int) -> int:
 
 def test_random_strings_are_invalid_actions_not_exceptions(env_id):
     n = RANDOM_STRINGS.get(env_id, 10_000)
-    assert _random_strings(env_id, n) == n
+    assert random_strings(env_id, n) == n
 
 
 def test_native_expert_plan_matches_textworld_engine():
@@ -107,7 +107,7 @@ def test_native_expert_plan_matches_textworld_engine():
 @pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])
 def test_vector_envs(env_id, vector_cls):
     kwargs = {"shared_memory": False} if vector_cls is gym.vector.AsyncVectorEnv else {}
-    envs = vector_cls([lambda: _make(env_id) for _ in range(2)], **kwargs)
+    envs = vector_cls([lambda: make_env(env_id) for _ in range(2)], **kwargs)
     obs, info = envs.reset(seed=[0, 1])
     assert len(obs["observation"]) == 2 and all(isinstance(o, str) for o in obs["task"])
     actions = tuple(commands[0] for commands in info["admissible_commands"])
