@@ -40,7 +40,8 @@ def command_sequence(game, steps: int, rng: np.random.Generator) -> list[str]:
         admissible = game.admissible_commands()
         command = admissible[int(rng.integers(len(admissible)))]
         commands.append(command)
-        if game.step(command).won:
+        result = game.step(command)
+        if result.won or result.lost:  # the chain env ends the task there (a lost task: ScienceWorld, TextWorld)
             break
     return commands
 
