@@ -14,8 +14,6 @@ an exception out of ``step`` is counted, not raised). The checks are those of
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import shutil
 import sys
 import time
 import warnings
@@ -27,22 +25,12 @@ import sage_envs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checks live with the tests
 from tests.sage_envs.test_registered_envs import (  # noqa: E402
-    OPTIONAL_ENGINES,
     RANDOM_STRINGS,
     make_env,
+    missing_engine,
     random_strings,
     rollout,
 )
-
-
-def missing_engine(env_id: str) -> str | None:
-    """Why ``env_id`` cannot run here, or None."""
-    package = OPTIONAL_ENGINES.get(env_id)
-    if package is not None and importlib.util.find_spec(package) is None:
-        return f"no `{package}` package"
-    if package == "scienceworld" and shutil.which("java") is None:
-        return "no Java runtime (make java)"
-    return None
 
 
 def checker(env_id: str) -> str:

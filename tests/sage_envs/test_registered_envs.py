@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
 import gymnasium as gym
@@ -20,13 +21,21 @@ RANDOM_STRINGS = {"SageChain-TextWorld-v0": 500, "SageChain-ScienceWorld-v0": 20
 runs (TextWorld: ~20 ms each; ScienceWorld parses each in its JVM: ~0.1 s)."""
 
 
+def missing_engine(env_id: str) -> str | None:
+    """Why ``env_id`` cannot run on this machine, or None when it can."""
+    package = OPTIONAL_ENGINES.get(env_id)
+    if package is not None and importlib.util.find_spec(package) is None:
+        return f"no `{package}` package"
+    if package == "scienceworld" and shutil.which("java") is None:
+        return "ScienceWorld needs Java: apt-get install default-jre-headless (make java)"
+    return None
+
+
 @pytest.fixture(scope="module", params=sage_envs.ENV_IDS)
 def env_id(request):
-    package = OPTIONAL_ENGINES.get(request.param)
-    if package is not None:
-        pytest.importorskip(package)
-        if package == "scienceworld" and shutil.which("java") is None:
-            pytest.skip("ScienceWorld needs Java: apt-get install default-jre-headless")
+    reason = missing_engine(request.param)
+    if reason is not None:
+        pytest.skip(reason)
     return request.param
 
 
