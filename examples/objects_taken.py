@@ -6,8 +6,12 @@ An ALFWorld task names one object type ("put a clean soapbar in toilet"; its id 
 ``pick_clean_then_place_in_recep-SoapBar-None-Toilet``). From each task's ``actions`` in a leaderboard episode log
 (``leaderboard.evaluate`` writes one beside each summary) the script counts the tasks won, the tasks in which the agent
 took an object of another type (and how many of those it lost), the tasks it lost without ever taking the task's
-object, and the turns that put an object back where it was taken the turn before. One markdown row per log. Plain
-commands only: a skill call's own commands are not in ``actions``.
+object, the tasks it lost after taking the task's object back from where it had put it (a two-object task's loop:
+the first object placed, then carried off again), and the turns that put an object back where it was taken the
+turn before. One markdown row per log, or with ``--by-type`` per log and task type. Plain commands only: a skill
+call's own commands are not in ``actions``.
+
+    python examples/objects_taken.py --by-type runs/rl-vs-sft/results/*__valid_unseen__default.episodes.jsonl
 """
 
 from __future__ import annotations
@@ -17,28 +21,44 @@ import json
 import re
 from pathlib import Path
 
-TASK_ID = re.compile(r"(?:pick_\w+|look_at_obj_in_light)-([A-Za-z]+)-")
-"""The object type in an ALFWorld task id (generated and official games alike)."""
-TAKE = re.compile(r"take ([a-z]+) \d+ from (.+)")
-PUT = re.compile(r"(?:move ([a-z]+) \d+ to|put ([a-z]+) \d+ in/on) (.+)")
+TASK_ID = re.compile(r"(pick_\w+|look_at_obj_in_light)-([A-Za-z]+)-")
+"""The task type and object type in an ALFWorld task id (generated and official games alike)."""
+TAKE = re.compile(r"take (([a-z]+) \d+) from (.+)")
+PUT = re.compile(r"(?:move (([a-z]+) \d+) to|put (([a-z]+) \d+) in/on) (.+)")
+
+
+def _task_id_parts(task_id: str) -> tuple[str, str]:
+    found = TASK_ID.search(task_id)
+    if not found:
+        raise ValueError(f"not an ALFWorld task id: {task_id!r}")
+    return found[1], found[2].lower()
 
 
 def task_object(task_id: str) -> str:
     """The object type a task id names, lower case (``soapbar``)."""
-    found = TASK_ID.search(task_id)
-    if not found:
-        raise ValueError(f"not an ALFWorld task id: {task_id!r}")
-    return found[1].lower()
+    return _task_id_parts(task_id)[1]
+
+
+def task_type(task_id: str) -> str:
+    """The task type a task id names (``pick_clean_then_place_in_recep``)."""
+    return _task_id_parts(task_id)[0]
 
 
 def task_counts(task_id: str, actions: list[str], won: bool) -> dict[str, int]:
     """One task's counts (each 0 or 1 but ``put_back``, the number of turns that undid the turn before)."""
     wanted = task_object(task_id)
-    taken = [m[1] for a in actions if (m := TAKE.fullmatch(a))]
+    taken = [m[2] for a in actions if (m := TAKE.fullmatch(a))]
     put_back = 0
     for before, action in zip(actions, actions[1:], strict=False):
         take, put = TAKE.fullmatch(before), PUT.fullmatch(action)
-        put_back += bool(take and put and (put[1] or put[2]) == take[1] and put[3] == take[2])
+        put_back += bool(take and put and (put[1] or put[3]) == take[1] and put[5] == take[3])
+    placed: set[tuple[str, str]] = set()  # (object, receptacle) pairs of the task's type put down so far
+    took_back = False
+    for action in actions:
+        if (put := PUT.fullmatch(action)) and (put[2] or put[4]) == wanted:
+            placed.add((put[1] or put[3], put[5]))
+        elif (take := TAKE.fullmatch(action)) and (take[1], take[3]) in placed:
+            took_back = True
     other = any(kind != wanted for kind in taken)
     return {
         "tasks": 1,
@@ -46,33 +66,37 @@ def task_counts(task_id: str, actions: list[str], won: bool) -> dict[str, int]:
         "took_other": int(other),
         "lost_after_other": int(other and not won),
         "lost_never_took_it": int(not won and wanted not in taken),
+        "lost_took_back_placed": int(not won and took_back),
         "put_back": put_back,
     }
 
 
-def log_counts(path: Path) -> dict[str, int]:
-    """The sums of :func:`task_counts` over every task of an episode log."""
-    totals: dict[str, int] = {}
+def log_counts(path: Path, by_type: bool = False) -> dict[str, dict[str, int]]:
+    """The sums of :func:`task_counts` over every task of an episode log, per task type or all under ``"all"``."""
+    totals: dict[str, dict[str, int]] = {}
     for line in path.read_text().splitlines():
         episode = json.loads(line)
         for task_id, actions, won in zip(episode["task_ids"], episode["actions"], episode["success"], strict=True):
+            group = totals.setdefault(task_type(task_id) if by_type else "all", {})
             for key, value in task_counts(task_id, actions, won).items():
-                totals[key] = totals.get(key, 0) + value
-    return totals
+                group[key] = group.get(key, 0) + value
+    return dict(sorted(totals.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", type=Path, help="leaderboard episode logs (*.episodes.jsonl)")
+    parser.add_argument("--by-type", action="store_true", help="one row per log and task type")
     args = parser.parse_args()
-    print("| log | tasks | won | took another object | lost after that | lost, never took the task's object "
-          "| put back at once (turns) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("| log | task type | tasks | won | took another object | lost after that | lost, never took the task's "
+          "object | lost, took back an object it had placed | put back at once (turns) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for path in args.logs:
-        c = log_counts(path)
-        n = c["tasks"]
-        print(f"| {path} | {n} | {c['won']} | {c['took_other']} ({100 * c['took_other'] / n:.1f}%) "
-              f"| {c['lost_after_other']} | {c['lost_never_took_it']} | {c['put_back']} |")  # fmt: skip
+        for kind, c in log_counts(path, args.by_type).items():
+            n = c["tasks"]
+            print(f"| {path} | {kind} | {n} | {c['won']} | {c['took_other']} ({100 * c['took_other'] / n:.1f}%) "
+                  f"| {c['lost_after_other']} | {c['lost_never_took_it']} | {c['lost_took_back_placed']} "
+                  f"| {c['put_back']} |")  # fmt: skip
 
 
 if __name__ == "__main__":

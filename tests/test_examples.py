@@ -568,17 +568,28 @@ def test_sft_stage_trains_the_demos_sft_model_and_plays_it_greedy_and_sampled(tm
 def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp_path, monkeypatch, capsys):
     soap = "FloorPlan1/valid_unseen-000001-0/pick_clean_then_place_in_recep-SoapBar-None-Toilet"
     mug = "pick_heat_then_place_in_recep-Mug-None-CounterTop/trial_T2019"  # an official game's id
+    knives = "FloorPlan10/valid_unseen-000010-1/pick_two_obj_and_place-ButterKnife-None-Drawer"
     episodes = [
         {"task_ids": [soap, mug], "success": [False, True], "actions": [
             ["go to shelf 1", "take candle 1 from shelf 1", "move candle 1 to shelf 1", "take soapbar 2 from shelf 1"],
             ["take mug 3 from countertop 2", "heat mug 3 with microwave 1", "put mug 3 in/on countertop 1"],
         ]},
         {"task_ids": [soap], "success": [False], "actions": [["take cloth 1 from sinkbasin 1", "go to toilet 1"]]},
+        {"task_ids": [knives], "success": [False], "actions": [[
+            "take butterknife 1 from countertop 2", "move butterknife 1 to drawer 1", "go to drawer 2",
+            "go to drawer 1", "take butterknife 1 from drawer 1", "move butterknife 1 to drawer 2",
+        ]]},
     ]  # fmt: skip
     log = tmp_path / "agent.episodes.jsonl"
     log.write_text("".join(json.dumps(e) + "\n" for e in episodes))
-    out = run_main("objects_taken", [str(log)], monkeypatch, capsys)
-    # 3 tasks, 1 won; 2 took another object (both lost); 1 lost without the soap; 1 turn put the candle back
-    assert f"| {log} | 3 | 1 | 2 (66.7%) | 2 | 1 | 1 |" in out.splitlines()
+    out = run_main("objects_taken", [str(log)], monkeypatch, capsys).splitlines()
+    # 4 tasks, 1 won; 2 took another object (both lost); 1 lost without the soap; the knives task lost after taking
+    # back the knife it had placed; 1 turn put the candle back
+    assert f"| {log} | all | 4 | 1 | 2 (50.0%) | 2 | 1 | 1 | 1 |" in out
+    by_type = run_main("objects_taken", [str(log), "--by-type"], monkeypatch, capsys).splitlines()
+    assert f"| {log} | pick_clean_then_place_in_recep | 2 | 0 | 2 (100.0%) | 2 | 1 | 0 | 1 |" in by_type
+    assert f"| {log} | pick_heat_then_place_in_recep | 1 | 1 | 0 (0.0%) | 0 | 0 | 0 | 0 |" in by_type
+    assert f"| {log} | pick_two_obj_and_place | 1 | 0 | 0 (0.0%) | 0 | 0 | 1 | 0 |" in by_type
+    assert load("objects_taken").task_type(knives) == "pick_two_obj_and_place"
     with pytest.raises(ValueError, match="not an ALFWorld task id"):
         load("objects_taken").task_object("tw-cooking-recipe-1")
