@@ -8,10 +8,14 @@ An ALFWorld task names one object type ("put a clean soapbar in toilet"; its id 
 took an object of another type (and how many of those it lost), the tasks it lost without ever taking the task's
 object, the tasks it lost after taking the task's object back from where it had put it (a two-object task's loop:
 the first object placed, then carried off again), and the turns that put an object back where it was taken the
-turn before. One markdown row per log, or with ``--by-type`` per log and task type. Plain commands only: a skill
-call's own commands are not in ``actions``.
+turn before. With ``--expert`` (the log of an expert that played the same chains without skills) it also counts,
+among the tasks lost without the task's object, those whose agent never went where the expert took it, and the
+distinct places those agents went to (a search that circles). One markdown row per log, or with ``--by-type`` per
+log and task type. Plain commands only: a skill call's own commands are not in ``actions``.
 
-    python examples/objects_taken.py --by-type runs/rl-vs-sft/results/*__valid_unseen__default.episodes.jsonl
+    python examples/objects_taken.py --by-type \
+        --expert leaderboard/results/expert-no-skills__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl \
+        runs/rl-vs-sft/results/*__valid_unseen__default.episodes.jsonl
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ def task_type(task_id: str) -> str:
     return _task_id_parts(task_id)[0]
 
 
-def task_counts(task_id: str, actions: list[str], won: bool) -> dict[str, int]:
-    """One task's counts (each 0 or 1 but ``put_back``, the number of turns that undid the turn before)."""
+def task_counts(task_id: str, actions: list[str], won: bool, found_at: str | None = None) -> dict[str, int]:
+    """One task's counts (each 0 or 1 but ``put_back``, the number of turns that undid the turn before, and
+    ``places_searched``, the distinct places gone to in a task lost without its object). ``found_at``: where the
+    expert took the task's object in the same task (None: not known)."""
     wanted = task_object(task_id)
     taken = [m[2] for a in actions if (m := TAKE.fullmatch(a))]
     put_back = 0
@@ -60,25 +66,43 @@ def task_counts(task_id: str, actions: list[str], won: bool) -> dict[str, int]:
         elif (take := TAKE.fullmatch(action)) and (take[1], take[3]) in placed:
             took_back = True
     other = any(kind != wanted for kind in taken)
+    lost_without_it = not won and wanted not in taken
+    gone_to = {action for action in actions if action.startswith("go to ")}
     return {
         "tasks": 1,
         "won": int(won),
         "took_other": int(other),
         "lost_after_other": int(other and not won),
-        "lost_never_took_it": int(not won and wanted not in taken),
+        "lost_never_took_it": int(lost_without_it),
+        "lost_never_went_to_it": int(lost_without_it and found_at is not None and f"go to {found_at}" not in gone_to),
+        "places_searched": len(gone_to) if lost_without_it else 0,
         "lost_took_back_placed": int(not won and took_back),
         "put_back": put_back,
     }
 
 
-def log_counts(path: Path, by_type: bool = False) -> dict[str, dict[str, int]]:
+def expert_finds(path: Path) -> dict[str, str]:
+    """Where an expert's episode log took each task's object first: task id -> receptacle."""
+    found = {}
+    for line in path.read_text().splitlines():
+        episode = json.loads(line)
+        for task_id, actions in zip(episode["task_ids"], episode["actions"], strict=True):
+            wanted = task_object(task_id)
+            takes = [m[3] for a in actions if (m := TAKE.fullmatch(a)) and m[2] == wanted]
+            if takes:
+                found[task_id] = takes[0]
+    return found
+
+
+def log_counts(path: Path, by_type: bool = False, finds: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
     """The sums of :func:`task_counts` over every task of an episode log, per task type or all under ``"all"``."""
     totals: dict[str, dict[str, int]] = {}
     for line in path.read_text().splitlines():
         episode = json.loads(line)
         for task_id, actions, won in zip(episode["task_ids"], episode["actions"], episode["success"], strict=True):
             group = totals.setdefault(task_type(task_id) if by_type else "all", {})
-            for key, value in task_counts(task_id, actions, won).items():
+            counts = task_counts(task_id, actions, won, (finds or {}).get(task_id))
+            for key, value in counts.items():
                 group[key] = group.get(key, 0) + value
     return dict(sorted(totals.items()))
 
@@ -87,15 +111,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", type=Path, help="leaderboard episode logs (*.episodes.jsonl)")
     parser.add_argument("--by-type", action="store_true", help="one row per log and task type")
+    parser.add_argument("--expert", type=Path, help="an expert's episode log of the same chains, played without skills")
     args = parser.parse_args()
+    finds = expert_finds(args.expert) if args.expert else None
     print("| log | task type | tasks | won | took another object | lost after that | lost, never took the task's "
-          "object | lost, took back an object it had placed | put back at once (turns) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "object | of those, never went where the expert took it | their distinct places (mean) "
+          "| lost, took back an object it had placed | put back at once (turns) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in args.logs:
-        for kind, c in log_counts(path, args.by_type).items():
-            n = c["tasks"]
+        for kind, c in log_counts(path, args.by_type, finds).items():
+            n, searched = c["tasks"], c["lost_never_took_it"]
+            never_went = c["lost_never_went_to_it"] if finds else "-"
+            places = f"{c['places_searched'] / searched:.1f}" if searched else "-"
             print(f"| {path} | {kind} | {n} | {c['won']} | {c['took_other']} ({100 * c['took_other'] / n:.1f}%) "
-                  f"| {c['lost_after_other']} | {c['lost_never_took_it']} | {c['lost_took_back_placed']} "
+                  f"| {c['lost_after_other']} | {searched} | {never_went} | {places} | {c['lost_took_back_placed']} "
                   f"| {c['put_back']} |")  # fmt: skip
 
 
