@@ -28,7 +28,18 @@ from pathlib import Path
 TASK_ID = re.compile(r"(pick_\w+|look_at_obj_in_light)-([A-Za-z]+)-")
 """The task type and object type in an ALFWorld task id (generated and official games alike)."""
 TAKE = re.compile(r"take (([a-z]+) \d+) from (.+)")
-PUT = re.compile(r"(?:move (([a-z]+) \d+) to|put (([a-z]+) \d+) in/on) (.+)")
+PUT = re.compile(r"(?:move|put) (([a-z]+) \d+) (?:to|in/on) (.+)")
+"""Both put grammars: the wheel's ``move X to Y`` and the official games' ``put X in/on Y``."""
+Move = tuple[str, str, str, str]
+"""A parsed take or put command: ``("take" | "put", object, object type, receptacle)``."""
+
+
+def parse_move(action: str) -> Move | None:
+    """The :data:`Move` of a take or put command; None for any other action."""
+    for kind, pattern in (("take", TAKE), ("put", PUT)):
+        if found := pattern.fullmatch(action):
+            return kind, found[1], found[2], found[3]
+    return None
 
 
 def _task_id_parts(task_id: str) -> tuple[str, str]:
@@ -53,17 +64,18 @@ def task_counts(task_id: str, actions: list[str], won: bool, found_at: str | Non
     ``places_searched``, the distinct places gone to in a task lost without its object). ``found_at``: where the
     expert took the task's object in the same task (None: not known)."""
     wanted = task_object(task_id)
-    taken = [m[2] for a in actions if (m := TAKE.fullmatch(a))]
-    put_back = 0
-    for before, action in zip(actions, actions[1:], strict=False):
-        take, put = TAKE.fullmatch(before), PUT.fullmatch(action)
-        put_back += bool(take and put and (put[1] or put[3]) == take[1] and put[5] == take[3])
+    moves = [parse_move(action) for action in actions]  # None for the turns that neither take nor put
+    taken = [move[2] for move in moves if move and move[0] == "take"]
+    put_back = sum(  # a put the very turn after the take, of the same object to the same place
+        bool(took and put and took[0] == "take" and put[0] == "put" and (took[1], took[3]) == (put[1], put[3]))
+        for took, put in zip(moves, moves[1:], strict=False)
+    )
     placed: set[tuple[str, str]] = set()  # (object, receptacle) pairs of the task's type put down so far
     took_back = False
-    for action in actions:
-        if (put := PUT.fullmatch(action)) and (put[2] or put[4]) == wanted:
-            placed.add((put[1] or put[3], put[5]))
-        elif (take := TAKE.fullmatch(action)) and (take[1], take[3]) in placed:
+    for verb, obj, kind, place in filter(None, moves):
+        if verb == "put" and kind == wanted:
+            placed.add((obj, place))
+        elif verb == "take" and (obj, place) in placed:
             took_back = True
     other = any(kind != wanted for kind in taken)
     lost_without_it = not won and wanted not in taken
@@ -88,7 +100,8 @@ def expert_finds(path: Path) -> dict[str, str]:
         episode = json.loads(line)
         for task_id, actions in zip(episode["task_ids"], episode["actions"], strict=True):
             wanted = task_object(task_id)
-            takes = [m[3] for a in actions if (m := TAKE.fullmatch(a)) and m[2] == wanted]
+            moves = filter(None, map(parse_move, actions))
+            takes = [place for verb, _, kind, place in moves if (verb, kind) == ("take", wanted)]
             if takes:
                 found[task_id] = takes[0]
     return found
