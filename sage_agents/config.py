@@ -164,6 +164,8 @@ class TrainConfig:
     """Show program skills' descriptions in the prompt (False: signatures only, a shorter prompt)."""
     show_admissible: bool = True
     """List the admissible commands in the prompt (redundant with constrained decoding, and costly)."""
+    untried_commands: bool = False
+    """List the admissible commands not yet sent in the current task in the prompt (where the agent has not been)."""
     max_new_tokens: int = 64
     """Generation budget per turn (free generation)."""
     max_prompt_tokens: int = 1024
@@ -408,7 +410,7 @@ class TrainConfig:
                  "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
         kwargs = {name: getattr(self, name) for name in names}
         kwargs.update(domain_argument_kwargs(self.env_id))  # how the env's domain names skill-call arguments
-        for name in ("option_greedy", "option_sampling"):  # likewise left out when off
+        for name in ("option_greedy", "option_sampling", "untried_commands"):  # likewise left out when off
             if getattr(self, name):
                 kwargs[name] = True
         return kwargs

@@ -114,6 +114,7 @@ def build_prompt(
     admissible: Sequence[str] = (),
     *,
     earlier_actions: Sequence[str] = (),
+    untried: Sequence[str] = (),
     max_admissible: int = 60,
     max_observation_chars: int = 600,
 ) -> str:
@@ -127,7 +128,9 @@ def build_prompt(
         admissible: the admissible commands (empty: the section is left out).
         earlier_actions: this task's actions before ``history``, oldest first: a cheap memory of where the
             agent has been, so that a short history window does not send it round in circles.
-        max_admissible: list at most this many commands.
+        untried: the admissible commands not yet sent in this task (empty: the section is left out): where the
+            agent has not been yet, said outright rather than left to be inferred from ``earlier_actions``.
+        max_admissible: list at most this many commands (of ``admissible`` and of ``untried`` each).
         max_observation_chars: cut each history observation to this many characters.
 
     Returns:
@@ -144,6 +147,8 @@ def build_prompt(
     parts.append(f"Observation: {observation.strip()}")
     if admissible:
         parts.append("Admissible: " + ", ".join(list(admissible)[:max_admissible]))
+    if untried:
+        parts.append("Not tried yet: " + ", ".join(list(untried)[:max_admissible]))
     return "\n".join(parts) + "\nAction:\n"
 
 
@@ -288,6 +293,8 @@ class LLMPolicy:
         argument_values: the values a parameter of each name takes instead of entity names (the domain's
             :attr:`~sage_envs.domain.Domain.argument_values`, e.g. ``{"how": ["chop", "slice", "dice"]}``).
         show_admissible: list the admissible commands in the prompt.
+        untried_commands: list the admissible commands not yet sent in the current task (``build_prompt``'s
+            ``untried``), whether or not ``show_admissible`` lists them all.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
         option_greedy: greedy constrained decoding takes each choice's most likely option as a whole (its tokens'
@@ -319,6 +326,7 @@ class LLMPolicy:
         task_arguments: bool = True,
         argument_values: Mapping[str, Sequence[str]] | None = None,
         show_admissible: bool = True,
+        untried_commands: bool = False,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
         option_greedy: bool = False,
@@ -338,6 +346,7 @@ class LLMPolicy:
         self.task_arguments = task_arguments
         self.argument_values = {name: list(values) for name, values in (argument_values or {}).items()}
         self.show_admissible, self.max_prompt_tokens = show_admissible, max_prompt_tokens
+        self.untried_commands = untried_commands
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.option_sampling = option_sampling
@@ -356,6 +365,8 @@ class LLMPolicy:
             parts = [f"free generation (up to {self.max_new_tokens} tokens)"]
         if self.show_admissible:
             parts.append("admissible commands listed in the prompt")
+        if self.untried_commands:
+            parts.append("the admissible commands not yet sent in the task listed in the prompt")
         if self.grammar is not None:
             parts.append(f"writes skill definitions under the DSL grammar ({len(self.grammar.command_shapes)} "
                          f"command shapes read from {len(self.skill_templates)} example definitions)")  # fmt: skip
@@ -368,6 +379,8 @@ class LLMPolicy:
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
         history = list(history)
+        sent = {act.strip() for _, act in history}
+        untried = [a for a in admissible if a not in sent] if self.untried_commands else []
         split = max(0, len(history) - self.history_turns)  # history[split:] is the window shown in full
         earlier = [act for _, act in history[:split]][-self.earlier_actions :] if self.earlier_actions > 0 else []
         history = history[split:]
@@ -380,7 +393,9 @@ class LLMPolicy:
             # exactly like a skill-less agent's, and one model trained on both cannot tell which it is.
             skills = NO_SKILLS_YET
         while True:
-            text = build_prompt(obs["task"], obs["observation"], history, skills, admissible, earlier_actions=earlier)
+            text = build_prompt(
+                obs["task"], obs["observation"], history, skills, admissible, earlier_actions=earlier, untried=untried
+            )
             text = self.render(text)
             if not history or len(self.tokenizer(text, add_special_tokens=False).input_ids) <= self.max_prompt_tokens:
                 return text

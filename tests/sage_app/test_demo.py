@@ -326,6 +326,14 @@ def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
         assert steps == [1.0, 2.0]
 
 
+def test_the_untried_commands_prompt_reaches_sft_rl_and_evaluation_alike():
+    cfg = DemoConfig(untried_commands=True)
+    arm = demo.arm_config(cfg, Path("runs/x"), "grpo", Path("sft"), 0)
+    assert cfg.prompt_kwargs["untried_commands"] and cfg.policy_kwargs["untried_commands"]
+    assert arm.untried_commands and arm.policy_kwargs["untried_commands"]  # what its checkpoints are evaluated with
+    assert "untried_commands" not in DemoConfig().policy_kwargs  # off: earlier runs' config hashes hold
+
+
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
     cfg = DemoConfig(long=True)
     assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (200, 20, 10, 1e-4) and not cfg.quick
