@@ -164,8 +164,8 @@ class TrainConfig:
     """Show program skills' descriptions in the prompt (False: signatures only, a shorter prompt)."""
     show_admissible: bool = True
     """List the admissible commands in the prompt (redundant with constrained decoding, and costly)."""
-    untried_commands: bool = False
-    """List the admissible commands not yet sent in the current task in the prompt (where the agent has not been)."""
+    untried_commands: str | None = None
+    """List the admissible commands with this prefix not yet sent in the task in the prompt (``LLMPolicy``)."""
     max_new_tokens: int = 64
     """Generation budget per turn (free generation)."""
     max_prompt_tokens: int = 1024
@@ -410,9 +410,11 @@ class TrainConfig:
                  "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
         kwargs = {name: getattr(self, name) for name in names}
         kwargs.update(domain_argument_kwargs(self.env_id))  # how the env's domain names skill-call arguments
-        for name in ("option_greedy", "option_sampling", "untried_commands"):  # likewise left out when off
+        for name in ("option_greedy", "option_sampling"):  # likewise left out when off
             if getattr(self, name):
                 kwargs[name] = True
+        if self.untried_commands is not None:
+            kwargs["untried_commands"] = self.untried_commands
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:

@@ -128,8 +128,8 @@ def build_prompt(
         admissible: the admissible commands (empty: the section is left out).
         earlier_actions: this task's actions before ``history``, oldest first: a cheap memory of where the
             agent has been, so that a short history window does not send it round in circles.
-        untried: the admissible commands not yet sent in this task (empty: the section is left out): where the
-            agent has not been yet, said outright rather than left to be inferred from ``earlier_actions``.
+        untried: admissible commands not yet sent in this task (empty: the section is left out), e.g. the places
+            the agent has not been to yet, said outright rather than left to be inferred from ``earlier_actions``.
         max_admissible: list at most this many commands (of ``admissible`` and of ``untried`` each).
         max_observation_chars: cut each history observation to this many characters.
 
@@ -293,8 +293,9 @@ class LLMPolicy:
         argument_values: the values a parameter of each name takes instead of entity names (the domain's
             :attr:`~sage_envs.domain.Domain.argument_values`, e.g. ``{"how": ["chop", "slice", "dice"]}``).
         show_admissible: list the admissible commands in the prompt.
-        untried_commands: list the admissible commands not yet sent in the current task (``build_prompt``'s
-            ``untried``), whether or not ``show_admissible`` lists them all.
+        untried_commands: list the admissible commands that start with this prefix and were not yet sent in the
+            current task (``build_prompt``'s ``untried``; ALFWorld's ``"go to "``: the places not visited yet),
+            whether or not ``show_admissible`` lists them all; ``""``: every command; None: no list.
         max_prompt_tokens: drop the oldest history turns until the prompt fits.
         use_chat_template: wrap the prompt as one user message; None = when the tokenizer has a template.
         option_greedy: greedy constrained decoding takes each choice's most likely option as a whole (its tokens'
@@ -326,7 +327,7 @@ class LLMPolicy:
         task_arguments: bool = True,
         argument_values: Mapping[str, Sequence[str]] | None = None,
         show_admissible: bool = True,
-        untried_commands: bool = False,
+        untried_commands: str | None = None,
         max_prompt_tokens: int = 1024,
         use_chat_template: bool | None = None,
         option_greedy: bool = False,
@@ -365,8 +366,9 @@ class LLMPolicy:
             parts = [f"free generation (up to {self.max_new_tokens} tokens)"]
         if self.show_admissible:
             parts.append("admissible commands listed in the prompt")
-        if self.untried_commands:
-            parts.append("the admissible commands not yet sent in the task listed in the prompt")
+        if self.untried_commands is not None:
+            parts.append(f"the admissible commands {self.untried_commands.strip()!r}... not yet sent in the task "
+                         "listed in the prompt")  # fmt: skip
         if self.grammar is not None:
             parts.append(f"writes skill definitions under the DSL grammar ({len(self.grammar.command_shapes)} "
                          f"command shapes read from {len(self.skill_templates)} example definitions)")  # fmt: skip
@@ -380,7 +382,8 @@ class LLMPolicy:
         """The rendered prompt text of one turn (chat template applied when used)."""
         history = list(history)
         sent = {act.strip() for _, act in history}
-        untried = [a for a in admissible if a not in sent] if self.untried_commands else []
+        prefix = self.untried_commands
+        untried = [a for a in admissible if a.startswith(prefix) and a not in sent] if prefix is not None else []
         split = max(0, len(history) - self.history_turns)  # history[split:] is the window shown in full
         earlier = [act for _, act in history[:split]][-self.earlier_actions :] if self.earlier_actions > 0 else []
         history = history[split:]

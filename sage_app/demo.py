@@ -232,9 +232,10 @@ class DemoConfig:
     show_admissible: bool = False
     """List the admissible commands in the prompt; off: constrained decoding offers them anyway, and they
     made prompts 1.7x longer (331 vs 195 tokens on average)."""
-    untried_commands: bool = False
-    """List the admissible commands not yet sent in the current task in the prompt (``LLMPolicy``): where the
-    agent has not been yet, said outright (docs/demo.md, "Telling the policy where it has not been")."""
+    untried_commands: str | None = None
+    """List the admissible commands with this prefix not yet sent in the task in the prompt (``LLMPolicy``; ALFWorld
+    ``"go to "``: the places not visited yet); None: no list (docs/demo.md, "Telling the policy where it has not
+    been")."""
 
     # ------------------------------------------------------------------ RL arms
     arms: list[str] = field(default_factory=lambda: list(ARMS))
@@ -485,7 +486,7 @@ class DemoConfig:
             "typed_arguments": self.typed_arguments,
             **({"option_greedy": True} if self.option_greedy else {}),  # absent when off: earlier runs' hashes hold
             **({"option_sampling": True} if self.option_sampling else {}),
-            **({"untried_commands": True} if self.untried_commands else {}),
+            **({"untried_commands": self.untried_commands} if self.untried_commands is not None else {}),
         }
 
     @property

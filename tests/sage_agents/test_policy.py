@@ -115,10 +115,12 @@ def test_policy_prompt_keeps_last_k_turns_and_fits(tiny):
 def test_policy_prompt_lists_the_commands_not_yet_sent(tiny):
     model, tok = tiny
     history = [("you see a box 1", "go to box 1"), ("nothing happens", "look")]
-    policy = LLMPolicy(model, tok, history_turns=1, show_admissible=False, untried_commands=True)
+    policy = LLMPolicy(model, tok, history_turns=1, show_admissible=False, untried_commands="")
     prompt = policy.prompt(OBS, history, ADM)
     assert prompt.endswith("\nNot tried yet: go to box 3, take coin 1 from box 2\nAction:\n")  # in admissible order
-    assert "Admissible" not in prompt and "admissible commands not yet sent" in policy.given
+    assert "Admissible" not in prompt and "not yet sent" in policy.given
+    places = LLMPolicy(model, tok, history_turns=1, untried_commands="go to ").prompt(OBS, history, ADM)
+    assert "\nNot tried yet: go to box 3\n" in places  # the places not visited yet
     assert "Not tried" not in LLMPolicy(model, tok, history_turns=1).prompt(OBS, history, ADM)  # off by default
     assert "Not tried" not in build_prompt("t", "o", admissible=ADM)
 

@@ -327,10 +327,10 @@ def test_quick_demo_with_an_extra_rl_seed_reports_over_seeds(tmp_path):
 
 
 def test_the_untried_commands_prompt_reaches_sft_rl_and_evaluation_alike():
-    cfg = DemoConfig(untried_commands=True)
+    cfg = DemoConfig(untried_commands="go to ")
     arm = demo.arm_config(cfg, Path("runs/x"), "grpo", Path("sft"), 0)
-    assert cfg.prompt_kwargs["untried_commands"] and cfg.policy_kwargs["untried_commands"]
-    assert arm.untried_commands and arm.policy_kwargs["untried_commands"]  # what its checkpoints are evaluated with
+    assert cfg.prompt_kwargs["untried_commands"] == cfg.policy_kwargs["untried_commands"] == "go to "
+    assert arm.policy_kwargs["untried_commands"] == "go to "  # what its checkpoints are evaluated with
     assert "untried_commands" not in DemoConfig().policy_kwargs  # off: earlier runs' config hashes hold
 
 
