@@ -141,14 +141,14 @@ def build_prompt(
         parts.append(f"Skills:\n{skills.strip()}")
     if earlier_actions:
         parts.append("Earlier actions: " + "; ".join(_action_line(a) for a in earlier_actions))
+    if untried:  # beside the other memory of the task, away from the turn's observation and the action
+        parts.append("Not tried yet: " + ", ".join(list(untried)[:max_admissible]))
     if history:
         turns = [f"{_cut(obs, max_observation_chars)}\n> {act.strip()}" for obs, act in history]
         parts.append("History:\n" + "\n".join(turns))
     parts.append(f"Observation: {observation.strip()}")
     if admissible:
         parts.append("Admissible: " + ", ".join(list(admissible)[:max_admissible]))
-    if untried:
-        parts.append("Not tried yet: " + ", ".join(list(untried)[:max_admissible]))
     return "\n".join(parts) + "\nAction:\n"
 
 
