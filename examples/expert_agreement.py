@@ -3,6 +3,8 @@
     python examples/expert_agreement.py runs/demo/sft/model --skills none --chains 0 10
     python examples/expert_agreement.py runs/demo-skills/sft/model --skills program --chains 0 4 \
         --expert-skills place_in heat_then_place cool_then_place clean_then_place   # a demo with expert_skills set
+    python examples/expert_agreement.py runs/demo/sft/model --config runs/demo/demo_config.json --split valid_unseen \
+        --chains 0 20 --by-verb   # the prompt format a run trained with; one row per expert command's first word
 
 The expert plays each chain; at every turn the policy is asked what it would do (greedy constrained decoding with
 the demo's prompt format) and the expert's action is what is sent to the env. A quick check of an SFT warm start
@@ -23,11 +25,18 @@ from sage_envs.domains.alfworld import AlfworldExpert
 
 
 def expert_agreement(
-    policy: LLMPolicy, env: gym.Env, chains: range, *, use_skills: bool, skills: list[str] | None = None
+    policy: LLMPolicy,
+    env: gym.Env,
+    chains: range,
+    *,
+    use_skills: bool,
+    skills: list[str] | None = None,
+    by_verb: dict[str, list[int]] | None = None,
 ) -> tuple[int, int]:
     """``(turns where the policy's greedy choice equals the expert's action, turns)`` on the expert's path.
 
-    ``skills``: the expert's skills in use (``AlfworldExpert(skills=...)``; None = all).
+    ``skills``: the expert's skills in use (``AlfworldExpert(skills=...)``; None = all). ``by_verb``: a dict that
+    gathers the same two counts per first word of the expert's action (``go``, ``take``, ``skill``, ...).
     """
     agree = turns = 0
     for chain in chains:
@@ -39,6 +48,10 @@ def expert_agreement(
             choice = policy.act_batch([obs], [info], [history], greedy=True)[0].text
             agree += choice.strip() == action.strip()
             turns += 1
+            if by_verb is not None:
+                counts = by_verb.setdefault(action.split(maxsplit=1)[0], [0, 0])
+                counts[0] += choice.strip() == action.strip()
+                counts[1] += 1
             before = obs["observation"]
             obs, _, terminated, truncated, info = env.step(action)
             history = [] if info["new_task"] else [*history, (before, action)]
@@ -54,17 +67,25 @@ def main() -> None:
     parser.add_argument("--chains", type=int, nargs=2, default=[0, 10], metavar=("FIRST", "END"))
     parser.add_argument("--split", default="train")
     parser.add_argument("--expert-skills", nargs="+", default=None, help="as DemoConfig.expert_skills (default all)")
+    parser.add_argument("--config", help="a demo's demo_config.json: its prompt format (default: DemoConfig's)")
+    parser.add_argument("--by-verb", action="store_true", help="also one line per first word of the expert's action")
     args = parser.parse_args()
 
-    cfg = DemoConfig()
+    cfg = DemoConfig.load(args.config) if args.config else DemoConfig()
     model, tokenizer = load_policy(args.model_path)
     model.eval()
     templates = skill_templates(args.expert_skills) if args.skills == "program" else []
     policy = LLMPolicy(model, tokenizer, constrained=True, skill_templates=templates, **cfg.prompt_kwargs)
     env = gym.make("SageChain-ALFWorld-v0", split=args.split, skills=args.skills, **cfg.env_kwargs)
     use_skills = args.skills != "none"
-    agree, turns = expert_agreement(policy, env, range(*args.chains), use_skills=use_skills, skills=args.expert_skills)
+    by_verb: dict[str, list[int]] = {}
+    agree, turns = expert_agreement(
+        policy, env, range(*args.chains), use_skills=use_skills, skills=args.expert_skills, by_verb=by_verb
+    )
     print(f"agreement {agree}/{turns} = {agree / max(1, turns):.2f} ({args.skills} skills, chains {args.chains})")
+    if args.by_verb:
+        for verb, (agreed, total) in sorted(by_verb.items(), key=lambda item: -item[1][1]):
+            print(f"  {verb}: {agreed}/{total} = {agreed / total:.2f}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sage_app.demo import DemoConfig
+
 EXAMPLES = Path(__file__).parents[1] / "examples"
 NUMBER = r"[+-]?\d+(?:\.\d+)?"
 INTERVAL = re.compile(rf"({NUMBER})%?(?: points)?(?: \|)? \[({NUMBER}), ({NUMBER})\]")
@@ -191,6 +193,15 @@ def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny,
         r"agreement (\d+)/(\d+) = (\d\.\d\d) \(none skills, chains \[0, 1\]\)", last
     ).groups()
     assert 0 <= int(agree) <= int(turns) and int(turns) > 0 and float(share) == round(int(agree) / int(turns), 2)
+    cfg = DemoConfig(untried_commands="go to ")
+    cfg.save(tmp_path / "demo_config.json")
+    args = [str(tmp_path / "model"), "--chains", "0", "1", "--by-verb", "--config", str(tmp_path / "demo_config.json")]
+    rows = run_main("expert_agreement", args, monkeypatch, capsys).strip().splitlines()
+    start = next(i for i, row in enumerate(rows) if row.startswith("agreement "))
+    head = re.fullmatch(r"agreement (\d+)/(\d+) = .*", rows[start]).groups()
+    verbs = [re.fullmatch(r"  (\w+): (\d+)/(\d+) = \d\.\d\d", row).groups() for row in rows[start + 1 :]]
+    assert {"go", "take"} <= {verb for verb, _, _ in verbs}  # the expert's chain goes and takes
+    assert sum(int(total) for _, _, total in verbs) == int(head[1]) and sum(int(a) for _, a, _ in verbs) == int(head[0])
 
 
 def test_option_mass_reads_a_summarys_agent_and_measures_each_turn(tiny, tmp_path, monkeypatch, capsys):
