@@ -36,7 +36,8 @@ def expert_agreement(
     """``(turns where the policy's greedy choice equals the expert's action, turns)`` on the expert's path.
 
     ``skills``: the expert's skills in use (``AlfworldExpert(skills=...)``; None = all). ``by_verb``: a dict that
-    gathers the same two counts per first word of the expert's action (``go``, ``take``, ``skill``, ...).
+    gathers, per first word of the expert's action (``go``, ``take``, ``skill``, ...), the same two counts and a third:
+    the turns where the policy chose otherwise, repeating an action already sent in the task (a revisit, for ``go``).
     """
     agree = turns = 0
     for chain in chains:
@@ -49,9 +50,10 @@ def expert_agreement(
             agree += choice.strip() == action.strip()
             turns += 1
             if by_verb is not None:
-                counts = by_verb.setdefault(action.split(maxsplit=1)[0], [0, 0])
+                counts = by_verb.setdefault(action.split(maxsplit=1)[0], [0, 0, 0])
                 counts[0] += choice.strip() == action.strip()
                 counts[1] += 1
+                counts[2] += choice.strip() != action.strip() and choice.strip() in {a.strip() for _, a in history}
             before = obs["observation"]
             obs, _, terminated, truncated, info = env.step(action)
             history = [] if info["new_task"] else [*history, (before, action)]
@@ -84,8 +86,9 @@ def main() -> None:
     )
     print(f"agreement {agree}/{turns} = {agree / max(1, turns):.2f} ({args.skills} skills, chains {args.chains})")
     if args.by_verb:
-        for verb, (agreed, total) in sorted(by_verb.items(), key=lambda item: -item[1][1]):
-            print(f"  {verb}: {agreed}/{total} = {agreed / total:.2f}")
+        for verb, (agreed, total, repeated) in sorted(by_verb.items(), key=lambda item: -item[1][1]):
+            print(f"  {verb}: {agreed}/{total} = {agreed / total:.2f}; of the {total - agreed} others, {repeated} "
+                  "repeat an action already sent in the task")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -199,9 +199,11 @@ def test_expert_agreement_counts_the_turns_a_policy_agrees_with_the_expert(tiny,
     rows = run_main("expert_agreement", args, monkeypatch, capsys).strip().splitlines()
     start = next(i for i, row in enumerate(rows) if row.startswith("agreement "))
     head = re.fullmatch(r"agreement (\d+)/(\d+) = .*", rows[start]).groups()
-    verbs = [re.fullmatch(r"  (\w+): (\d+)/(\d+) = \d\.\d\d", row).groups() for row in rows[start + 1 :]]
-    assert {"go", "take"} <= {verb for verb, _, _ in verbs}  # the expert's chain goes and takes
-    assert sum(int(total) for _, _, total in verbs) == int(head[1]) and sum(int(a) for _, a, _ in verbs) == int(head[0])
+    verb_row = r"  (\w+): (\d+)/(\d+) = \d\.\d\d; of the (\d+) others, (\d+) repeat an action already sent in the task"
+    verbs = [[int(n) if n.isdigit() else n for n in re.fullmatch(verb_row, row).groups()] for row in rows[start + 1 :]]
+    assert {"go", "take"} <= {verb for verb, *_ in verbs}  # the expert's chain goes and takes
+    assert sum(total for _, _, total, _, _ in verbs) == int(head[1]) and sum(a for _, a, *_ in verbs) == int(head[0])
+    assert all(others == total - agreed and 0 <= repeats <= others for _, agreed, total, others, repeats in verbs)
 
 
 def test_option_mass_reads_a_summarys_agent_and_measures_each_turn(tiny, tmp_path, monkeypatch, capsys):
