@@ -367,8 +367,8 @@ class LLMPolicy:
         if self.show_admissible:
             parts.append("admissible commands listed in the prompt")
         if self.untried_commands is not None:
-            parts.append(f"the admissible commands {self.untried_commands.strip()!r}... not yet sent in the task "
-                         "listed in the prompt")  # fmt: skip
+            which = f" starting {self.untried_commands.strip()!r}" if self.untried_commands else ""
+            parts.append(f"the admissible commands{which} not yet sent in the task listed in the prompt")
         if self.grammar is not None:
             parts.append(f"writes skill definitions under the DSL grammar ({len(self.grammar.command_shapes)} "
                          f"command shapes read from {len(self.skill_templates)} example definitions)")  # fmt: skip

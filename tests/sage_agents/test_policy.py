@@ -118,9 +118,10 @@ def test_policy_prompt_lists_the_commands_not_yet_sent(tiny):
     policy = LLMPolicy(model, tok, history_turns=1, show_admissible=False, untried_commands="")
     prompt = policy.prompt(OBS, history, ADM)
     assert "\nNot tried yet: go to box 3, take coin 1 from box 2\nHistory:\n" in prompt  # in admissible order
-    assert "Admissible" not in prompt and "not yet sent" in policy.given
-    places = LLMPolicy(model, tok, history_turns=1, untried_commands="go to ").prompt(OBS, history, ADM)
-    assert "\nNot tried yet: go to box 3\n" in places  # the places not visited yet
+    assert "Admissible" not in prompt and "the admissible commands not yet sent" in policy.given
+    places = LLMPolicy(model, tok, history_turns=1, untried_commands="go to ")
+    assert "\nNot tried yet: go to box 3\n" in places.prompt(OBS, history, ADM)  # the places not visited yet
+    assert "commands starting 'go to' not yet sent" in places.given
     assert "Not tried" not in LLMPolicy(model, tok, history_turns=1).prompt(OBS, history, ADM)  # off by default
     assert "Not tried" not in build_prompt("t", "o", admissible=ADM)
 
