@@ -422,6 +422,38 @@ def reweight_pairs(
     return out
 
 
+def unscored_line_labels(
+    pairs: Sequence[dict[str, str]], tokenizer: Any, prefixes: Sequence[str]
+) -> list[dict[str, list[int]]]:
+    """Pairs tokenized for SFT with the prompt lines that start with one of ``prefixes`` left out of the loss.
+
+    Each pair becomes the ids TRL makes of a prompt and its completion (one text, the EOS token after the
+    completion) and ``labels``: -100 on the tokens of those lines (the model reads them but is not trained to write
+    them), the token elsewhere, as with ``completion_only=False``. TRL's ``SFTTrainer`` takes such pre-tokenized
+    pairs as they are.
+
+    Why: a long, predictable line (the prompt's ``Not tried yet: go to ...`` list) otherwise takes a large share of a
+    small model's language-model loss, and with it what the model learns about its actions (docs/demo.md, "Telling
+    the policy where it has not been"). Needs a fast tokenizer (character offsets of its tokens).
+    """
+    prefixes = tuple(prefixes)
+    out = []
+    for pair in pairs:
+        prompt = pair["prompt"]
+        encoded = tokenizer(prompt + pair["completion"] + tokenizer.eos_token, return_offsets_mapping=True)
+        spans, start = [], 0
+        for line in prompt.split("\n"):
+            if line.startswith(prefixes):
+                spans.append((start, start + len(line)))
+            start += len(line) + 1
+        labels = [
+            -100 if end > begin and any(a <= begin and end <= b for a, b in spans) else token
+            for token, (begin, end) in zip(encoded.input_ids, encoded.offset_mapping, strict=True)
+        ]
+        out.append({"input_ids": list(encoded.input_ids), "labels": labels})
+    return out
+
+
 class RichProgress(TrainerCallback):
     """A progress bar over the optimizer steps with the latest logged loss, in place of the printed logs.
 

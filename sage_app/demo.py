@@ -183,6 +183,10 @@ class DemoConfig:
     teaches the model to copy entity numbers ("drawer 17") from them: at equal compute (500 steps) it preferred the
     right number over a wrong one in 100 of 100 held pairs vs 57, and agreed with the expert on 40% vs 19% of its
     turns (docs/demo.md)."""
+    sft_unscored_lines: list[str] = field(default_factory=list)
+    """Prompt lines that start with one of these are left out of the SFT loss (``sage_agents.sft.unscored_line_labels``;
+    with ``sft_completion_only`` off); e.g. ``["Not tried yet:"]`` with ``untried_commands`` (docs/demo.md, "Telling
+    the policy where it has not been")."""
     sft_guidance: bool = True
     """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
     turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the
@@ -406,6 +410,11 @@ class DemoConfig:
             raise ValueError(
                 f"sft_guidance_followed={self.sft_guidance_followed} keeps perturbed turns with guidance: it needs "
                 "sft_guidance on and sft_perturbation > 0 (e.g. --set sft_perturbation=0.1)."
+            )
+        if self.sft_unscored_lines and self.sft_completion_only:
+            raise ValueError(
+                f"sft_unscored_lines={self.sft_unscored_lines!r} leaves prompt lines out of a loss on the whole text, "
+                "but sft_completion_only leaves the whole prompt out: set --set sft_completion_only=false."
             )
         if self.quick and self.long:
             raise ValueError("quick and long are two sizes of the demo: set one of them.")
@@ -699,9 +708,11 @@ def train_and_save(
     Writes ``folder/metrics.json`` (the trainer's, with ``recorded`` and the wall time), then ``folder/model`` whole or
     not at all (a killed stage leaves none).
     """
-    from sage_agents.sft import sft_warm_start
+    from sage_agents.sft import sft_warm_start, unscored_line_labels
 
     start = time.perf_counter()
+    if cfg.sft_unscored_lines:
+        pairs = unscored_line_labels(pairs, tokenizer, cfg.sft_unscored_lines)
     metrics = sft_warm_start(
         model, tokenizer, pairs, output_dir=str(folder / "trl"), epochs=epochs, lr=cfg.sft_lr,
         batch_size=cfg.sft_batch_size, seed=cfg.seed, max_length=1024, bf16=cfg.sft_bf16,

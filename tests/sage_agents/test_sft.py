@@ -6,7 +6,14 @@ import torch
 
 from sage_agents.policy import LLMPolicy, completion_logprobs
 from sage_agents.rollout import rollout_chains, rollout_stats
-from sage_agents.sft import PlanExpert, collect_expert_pairs, full_logits_fit, reweight_pairs, sft_warm_start
+from sage_agents.sft import (
+    PlanExpert,
+    collect_expert_pairs,
+    full_logits_fit,
+    reweight_pairs,
+    sft_warm_start,
+    unscored_line_labels,
+)
 from tests.sage_agents.fake_env import FETCH_SKILL, FakeChainEnv, SkillExpert
 
 
@@ -43,6 +50,34 @@ def test_sft_warm_start_lowers_expert_nll(tiny_copy, tmp_path, capsys):
     assert metrics["train_loss"] > 0 and nll(policy, pairs) < before - 0.5
     assert tok.padding_side == "left"  # restored for generation
     assert "'loss'" not in capsys.readouterr().out  # a progress bar, not a printed log line every 2 steps
+
+
+def test_unscored_lines_are_read_but_left_out_of_the_sft_loss(tiny_copy, tmp_path):
+    model, tok = tiny_copy
+    pairs = [
+        {"prompt": f"Task: fetch coin {i}\nNot tried yet: go to box 1, go to box 2\nObservation: hi\nAction:\n",
+         "completion": f"take coin {i} from box 1"}
+        for i in range(4)
+    ]  # fmt: skip
+    labelled = unscored_line_labels(pairs, tok, ["Not tried yet:"])
+    for pair, row in zip(pairs, labelled, strict=True):
+        text = pair["prompt"] + pair["completion"] + tok.eos_token
+        assert row["input_ids"] == tok(text).input_ids  # the ids TRL would make of the pair
+        line = tok("Not tried yet: go to box 1, go to box 2").input_ids
+        start = len(tok(pair["prompt"].split("\n")[0] + "\n").input_ids)  # the task line and its newline
+        span = range(start, start + len(line))
+        assert row["input_ids"][start : start + len(line)] == line
+        assert row["labels"] == [-100 if i in span else t for i, t in enumerate(row["input_ids"])]  # that line only
+    # TRL trains on those labels as they are: the first step's loss is the mean NLL of the labelled tokens only
+    with torch.no_grad():
+        nlls = []
+        for row in labelled:
+            logits = model(torch.tensor([row["input_ids"]])).logits[0, :-1]
+            targets = torch.tensor(row["labels"][1:])
+            nlls.append(torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100, reduction="none"))
+        expected = torch.cat(nlls)[torch.tensor([t for row in labelled for t in row["labels"][1:]]) != -100].mean()
+    metrics = sft_warm_start(model, tok, labelled, output_dir=str(tmp_path), max_steps=1, lr=1e-9, batch_size=4)
+    assert metrics["train_loss"] == pytest.approx(expected.item(), rel=1e-4)
 
 
 def test_sft_prints_progress_lines_when_stdout_is_not_a_terminal(tiny_copy, tmp_path, capsys, monkeypatch):

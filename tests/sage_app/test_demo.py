@@ -332,6 +332,8 @@ def test_the_untried_commands_prompt_reaches_sft_rl_and_evaluation_alike():
     assert cfg.prompt_kwargs["untried_commands"] == cfg.policy_kwargs["untried_commands"] == "go to "
     assert arm.policy_kwargs["untried_commands"] == "go to "  # what its checkpoints are evaluated with
     assert "untried_commands" not in DemoConfig().policy_kwargs  # off: earlier runs' config hashes hold
+    with pytest.raises(ValueError, match="sft_completion_only"):  # the list cannot be left out of a prompt-free loss
+        DemoConfig(untried_commands="go to ", sft_unscored_lines=["Not tried yet:"], sft_completion_only=True)
 
 
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
