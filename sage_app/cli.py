@@ -178,11 +178,15 @@ def evaluate(
     show_admissible: Annotated[
         bool, typer.Option(help="List the admissible commands in the prompt (as in training).")
     ] = True,
+    untried_commands: Annotated[
+        str | None,
+        typer.Option(help="List the admissible commands with this prefix not yet sent in the task (as in training)."),
+    ] = None,
 ) -> None:
     """Greedy evaluation of a local model; prints the env/ metrics as JSON.
 
     The prompt options must match the ones the model was trained with (TrainConfig's history_turns,
-    earlier_actions, show_admissible); the defaults are TrainConfig's.
+    earlier_actions, show_admissible, untried_commands); the defaults are TrainConfig's.
     """
     import gymnasium as gym
 
@@ -200,6 +204,7 @@ def evaluate(
         history_turns=history_turns,
         earlier_actions=earlier_actions,
         show_admissible=show_admissible,
+        untried_commands=untried_commands,
     )
     env = gym.make(env_id, split=split, **json.loads(env_kwargs))
     chains = list(range(min(num_chains, env.unwrapped.num_chains)))
