@@ -554,7 +554,8 @@ def sft_warm_start(
     Args:
         model: the causal LM (trained in place).
         tokenizer: its tokenizer.
-        pairs: ``{"prompt", "completion"}`` dicts from :func:`collect_expert_pairs`.
+        pairs: ``{"prompt", "completion"}`` dicts from :func:`collect_expert_pairs`, or pre-tokenized
+            ``{"input_ids", "labels"}`` ones (:func:`unscored_line_labels`), which TRL trains on as they are.
         output_dir: TRL's output folder (no checkpoints are saved; save the model yourself).
         epochs: passes over the pairs.
         max_steps: stop after this many optimizer steps (-1 = use ``epochs``).
