@@ -47,13 +47,14 @@ def expert_agreement(
         while True:
             action = expert.act(obs, info)
             choice = policy.act_batch([obs], [info], [history], greedy=True)[0].text
-            agree += choice.strip() == action.strip()
+            agreed = choice.strip() == action.strip()
+            agree += agreed
             turns += 1
             if by_verb is not None:
                 counts = by_verb.setdefault(action.split(maxsplit=1)[0], [0, 0, 0])
-                counts[0] += choice.strip() == action.strip()
+                counts[0] += agreed
                 counts[1] += 1
-                counts[2] += choice.strip() != action.strip() and choice.strip() in {a.strip() for _, a in history}
+                counts[2] += not agreed and choice.strip() in {a.strip() for _, a in history}
             before = obs["observation"]
             obs, _, terminated, truncated, info = env.step(action)
             history = [] if info["new_task"] else [*history, (before, action)]

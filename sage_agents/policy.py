@@ -381,9 +381,10 @@ class LLMPolicy:
     def prompt(self, obs: dict[str, str], history: Sequence[tuple[str, str]], admissible: Sequence[str]) -> str:
         """The rendered prompt text of one turn (chat template applied when used)."""
         history = list(history)
-        sent = {act.strip() for _, act in history}
-        prefix = self.untried_commands
-        untried = [a for a in admissible if a.startswith(prefix) and a not in sent] if prefix is not None else []
+        untried: list[str] = []
+        if self.untried_commands is not None:  # off by default: no work on the rollouts' hot path
+            sent = {act.strip() for _, act in history}
+            untried = [a for a in admissible if a.startswith(self.untried_commands) and a not in sent]
         split = max(0, len(history) - self.history_turns)  # history[split:] is the window shown in full
         earlier = [act for _, act in history[:split]][-self.earlier_actions :] if self.earlier_actions > 0 else []
         history = history[split:]
