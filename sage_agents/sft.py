@@ -427,23 +427,26 @@ def unscored_line_labels(
 ) -> list[dict[str, list[int]]]:
     """Pairs tokenized for SFT with the prompt lines that start with one of ``prefixes`` left out of the loss.
 
-    Each pair becomes the ids TRL makes of a prompt and its completion (one text, the EOS token after the
-    completion) and ``labels``: -100 on the tokens of those lines (the model reads them but is not trained to write
-    them), the token elsewhere, as with ``completion_only=False``. TRL's ``SFTTrainer`` takes such pre-tokenized
-    pairs as they are.
+    A left-out line takes its block with it: the lines right after it that start with ``- `` or two spaces (a
+    header's items, as :meth:`~sage_envs.SkillLibrary.render` lists skills under ``Guidance:``). Each pair becomes
+    the ids TRL makes of a prompt and its completion (one text, the EOS token after the completion) and ``labels``:
+    -100 on the tokens of those lines (the model reads them but is not trained to write them), the token elsewhere,
+    as with ``completion_only=False``. TRL's ``SFTTrainer`` takes such pre-tokenized pairs as they are.
 
-    Why: a long, predictable line (the prompt's ``Not tried yet: go to ...`` list) otherwise takes a large share of a
-    small model's language-model loss, and with it what the model learns about its actions (docs/demo.md, "Telling
-    the policy where it has not been"). Needs a fast tokenizer (character offsets of its tokens).
+    Why: long, predictable text (the prompt's ``Not tried yet: go to ...`` list, the guidance skills' texts)
+    otherwise takes a large share of a small model's language-model loss, and with it what the model learns about
+    its actions (docs/demo.md, "Telling the policy where it has not been"; docs/reskill.md, "Guidance out of the
+    loss"). Needs a fast tokenizer (character offsets of its tokens).
     """
     prefixes = tuple(prefixes)
     out = []
     for pair in pairs:
         prompt = pair["prompt"]
         encoded = tokenizer(prompt + pair["completion"] + tokenizer.eos_token, return_offsets_mapping=True)
-        spans, start = [], 0
+        spans, start, in_block = [], 0, False
         for line in prompt.split("\n"):
-            if line.startswith(prefixes):
+            in_block = line.startswith(prefixes) or (in_block and line.startswith(("- ", "  ")))
+            if in_block:
                 spans.append((start, start + len(line)))
             start += len(line) + 1
         labels = [

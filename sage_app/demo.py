@@ -184,9 +184,10 @@ class DemoConfig:
     right number over a wrong one in 100 of 100 held pairs vs 57, and agreed with the expert on 40% vs 19% of its
     turns (docs/demo.md)."""
     sft_unscored_lines: list[str] = field(default_factory=list)
-    """Prompt lines that start with one of these are left out of the SFT loss (``sage_agents.sft.unscored_line_labels``;
-    with ``sft_completion_only`` off); e.g. ``["Not tried yet:"]`` with ``untried_commands`` (docs/demo.md, "Telling
-    the policy where it has not been")."""
+    """Prompt lines that start with one of these, with the items listed under them, are left out of the SFT loss
+    (``sage_agents.sft.unscored_line_labels``; with ``sft_completion_only`` off); e.g. ``["Not tried yet:"]`` with
+    ``untried_commands`` (docs/demo.md, "Telling the policy where it has not been"), ``["Guidance:"]`` for the
+    guidance skills' texts (docs/reskill.md, "Guidance out of the loss")."""
     sft_guidance: bool = True
     """Show guidance skills in the prompts of the no-skill expert pairs (``sft.GuidanceMix``'s shares: 40% of the
     turns a skill made for the turn that names the expert's action, 30% one made for another task and verb, the

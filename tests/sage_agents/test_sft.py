@@ -10,10 +10,13 @@ from sage_agents.sft import (
     PlanExpert,
     collect_expert_pairs,
     full_logits_fit,
+    guidance_skill,
     reweight_pairs,
     sft_warm_start,
+    shown_guidance,
     unscored_line_labels,
 )
+from sage_envs.domain import Advice
 from tests.sage_agents.fake_env import FETCH_SKILL, FakeChainEnv, SkillExpert
 
 
@@ -78,6 +81,21 @@ def test_unscored_lines_are_read_but_left_out_of_the_sft_loss(tiny_copy, tmp_pat
         expected = torch.cat(nlls)[torch.tensor([t for row in labelled for t in row["labels"][1:]]) != -100].mean()
     metrics = sft_warm_start(model, tok, labelled, output_dir=str(tmp_path), max_steps=1, lr=1e-9, batch_size=4)
     assert metrics["train_loss"] == pytest.approx(expected.item(), rel=1e-4)
+
+
+def test_an_unscored_header_takes_its_block_of_items_with_it(tiny_copy):
+    """``Guidance:`` leaves out the guidance skills the env lists under it, not the program skills before it."""
+    _, tok = tiny_copy
+    skill = guidance_skill(Advice("find_coin", "go to box 1", "the coin may be in the box"), turn=0, previous=None)
+    skills = shown_guidance(skill, turn=0, previous=None, skills="Program skills (call NAME(args)):\n- fetch(obj)")
+    prompt = f"Task: fetch coin 1\nSkills:\n{skills}\nObservation: hi\nAction:\n"
+    guidance = skills[skills.index("Guidance:") :]
+    assert guidance.count("\n") >= 3  # a header, its skill's item line and indented lines below
+    [row] = unscored_line_labels([{"prompt": prompt, "completion": "go to box 1"}], tok, ["Guidance:"])
+    # scored: every token but those of the guidance lines (their newlines stay, as in the other tests' layout)
+    blanked = prompt.replace(guidance, "\n" * guidance.count("\n"))
+    assert [t for t in row["labels"] if t != -100] == tok(blanked + "go to box 1" + tok.eos_token).input_ids
+    assert "(obj)" in tok.decode([t for t in row["labels"] if t != -100])  # the program skill's line is scored
 
 
 def test_sft_prints_progress_lines_when_stdout_is_not_a_terminal(tiny_copy, tmp_path, capsys, monkeypatch):
