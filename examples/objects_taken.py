@@ -10,8 +10,10 @@ object, the tasks it lost after taking the task's object back from where it had 
 the first object placed, then carried off again), and the turns that put an object back where it was taken the
 turn before. With ``--expert`` (the log of an expert that played the same chains without skills) it also counts,
 among the tasks lost without the task's object, those whose agent never went where the expert took it, and the
-distinct places those agents went to (a search that circles). One markdown row per log, or with ``--by-type`` per
-log and task type. Plain commands only: a skill call's own commands are not in ``actions``.
+distinct places those agents went to (a search that circles), and the lost tasks whose first turn off the expert's
+path went somewhere else (both turns a ``go to``: the agent chose where to look, not what to do). One markdown row
+per log, or with ``--by-type`` per log and task type. Plain commands only: a skill call's own commands are not in
+``actions``.
 
     python examples/objects_taken.py --by-type \
         --expert leaderboard/results/expert-no-skills__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl \
@@ -59,11 +61,14 @@ def task_type(task_id: str) -> str:
     return _task_id_parts(task_id)[0]
 
 
-def task_counts(task_id: str, actions: list[str], won: bool, found_at: str | None = None) -> dict[str, int]:
+def task_counts(task_id: str, actions: list[str], won: bool, expert: list[str] | None = None) -> dict[str, int]:
     """One task's counts (each 0 or 1 but ``put_back``, the number of turns that undid the turn before, and
-    ``places_searched``, the distinct places gone to in a task lost without its object). ``found_at``: where the
-    expert took the task's object in the same task (None: not known)."""
+    ``places_searched``, the distinct places gone to in a task lost without its object). ``expert``: the actions of
+    an expert in the same task (None: not known)."""
     wanted = task_object(task_id)
+    found_at = expert_find(task_id, expert) if expert is not None else None
+    # the first turn off the expert's path; a game is deterministic, so until then both saw the same observations
+    off = next(((mine, theirs) for mine, theirs in zip(actions, expert or [], strict=False) if mine != theirs), None)
     moves = [parse_move(action) for action in actions]  # None for the turns that neither take nor put
     taken = [move[2] for move in moves if move and move[0] == "take"]
     put_back = sum(  # a put the very turn after the take, of the same object to the same place
@@ -87,34 +92,40 @@ def task_counts(task_id: str, actions: list[str], won: bool, found_at: str | Non
         "lost_after_other": int(other and not won),
         "lost_never_took_it": int(lost_without_it),
         "lost_never_went_to_it": int(lost_without_it and found_at is not None and f"go to {found_at}" not in gone_to),
+        "lost_went_elsewhere": int(not won and off is not None and all(a.startswith("go to ") for a in off)),
         "places_searched": len(gone_to) if lost_without_it else 0,
         "lost_took_back_placed": int(not won and took_back),
         "put_back": put_back,
     }
 
 
-def expert_finds(path: Path) -> dict[str, str]:
-    """Where an expert's episode log took each task's object first: task id -> receptacle."""
-    found = {}
+def expert_find(task_id: str, actions: list[str]) -> str | None:
+    """Where an expert's ``actions`` in a task first took the task's object (None: never)."""
+    wanted = task_object(task_id)
+    moves = filter(None, map(parse_move, actions))
+    return next((place for verb, _, kind, place in moves if (verb, kind) == ("take", wanted)), None)
+
+
+def expert_paths(path: Path) -> dict[str, list[str]]:
+    """An expert's episode log, task id -> its actions in that task (the first time it played the task)."""
+    paths: dict[str, list[str]] = {}
     for line in path.read_text().splitlines():
         episode = json.loads(line)
         for task_id, actions in zip(episode["task_ids"], episode["actions"], strict=True):
-            wanted = task_object(task_id)
-            moves = filter(None, map(parse_move, actions))
-            takes = [place for verb, _, kind, place in moves if (verb, kind) == ("take", wanted)]
-            if takes:
-                found[task_id] = takes[0]
-    return found
+            paths.setdefault(task_id, actions)
+    return paths
 
 
-def log_counts(path: Path, by_type: bool = False, finds: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+def log_counts(
+    path: Path, by_type: bool = False, expert: dict[str, list[str]] | None = None
+) -> dict[str, dict[str, int]]:
     """The sums of :func:`task_counts` over every task of an episode log, per task type or all under ``"all"``."""
     totals: dict[str, dict[str, int]] = {}
     for line in path.read_text().splitlines():
         episode = json.loads(line)
         for task_id, actions, won in zip(episode["task_ids"], episode["actions"], episode["success"], strict=True):
             group = totals.setdefault(task_type(task_id) if by_type else "all", {})
-            counts = task_counts(task_id, actions, won, (finds or {}).get(task_id))
+            counts = task_counts(task_id, actions, won, (expert or {}).get(task_id))
             for key, value in counts.items():
                 group[key] = group.get(key, 0) + value
     return dict(sorted(totals.items()))
@@ -126,19 +137,20 @@ def main() -> None:
     parser.add_argument("--by-type", action="store_true", help="one row per log and task type")
     parser.add_argument("--expert", type=Path, help="an expert's episode log of the same chains, played without skills")
     args = parser.parse_args()
-    finds = expert_finds(args.expert) if args.expert else None
+    expert = expert_paths(args.expert) if args.expert else None
     print("| log | task type | tasks | won | took another object | lost after that | lost, never took the task's "
           "object | of those, never went where the expert took it | their distinct places (mean) "
-          "| lost, took back an object it had placed | put back at once (turns) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| lost, first off the expert's path to another place | lost, took back an object it had placed "
+          "| put back at once (turns) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in args.logs:
-        for kind, c in log_counts(path, args.by_type, finds).items():
+        for kind, c in log_counts(path, args.by_type, expert).items():
             n, searched = c["tasks"], c["lost_never_took_it"]
-            never_went = c["lost_never_went_to_it"] if finds else "-"
+            never_went, elsewhere = (c["lost_never_went_to_it"], c["lost_went_elsewhere"]) if expert else ("-", "-")
             places = f"{c['places_searched'] / searched:.1f}" if searched else "-"
             print(f"| {path} | {kind} | {n} | {c['won']} | {c['took_other']} ({100 * c['took_other'] / n:.1f}%) "
-                  f"| {c['lost_after_other']} | {searched} | {never_went} | {places} | {c['lost_took_back_placed']} "
-                  f"| {c['put_back']} |")  # fmt: skip
+                  f"| {c['lost_after_other']} | {searched} | {never_went} | {places} | {elsewhere} "
+                  f"| {c['lost_took_back_placed']} | {c['put_back']} |")  # fmt: skip
 
 
 if __name__ == "__main__":
