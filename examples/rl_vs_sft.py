@@ -38,6 +38,8 @@ from sage_app.demo import (
     sft_as_sage_entry,
 )
 
+UNITS = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%", "progress": ""}  # of each of :func:`differences`
+
 
 def differences(a: dict, b: dict) -> dict:
     """TGC and SGC points, relative steps and tokens per task (%), of ``a`` vs ``b`` (summaries or resamples)."""
@@ -54,11 +56,15 @@ def figures(episodes: dict) -> dict:
     return summarize_records(list(episodes.values()))
 
 
-def compare(first: dict, second: dict) -> str:
-    """:func:`differences` of ``first`` vs ``second`` (episode logs of the same chains) with paired intervals."""
-    point, ci = differences(figures(first), figures(second)), paired_ci(first, second, differences)
-    units = {"tgc": "", "sgc": "", "steps": "%", "tokens": "%", "progress": ""}
-    shown = [(k, u) for k, u in units.items() if k in point]
+def paired_differences(first: dict, second: dict) -> tuple[dict, dict]:
+    """:func:`differences` of ``first`` vs ``second`` (episode logs of the same chains), and their paired 95%
+    intervals (chains resampled jointly)."""
+    return differences(figures(first), figures(second)), paired_ci(first, second, differences)
+
+
+def difference_line(point: dict, ci: dict) -> str:
+    """:func:`paired_differences`' figures as one line: each difference and its interval."""
+    shown = [(k, u) for k, u in UNITS.items() if k in point]
     return ", ".join(f"{k} {point[k]:+.1f}{u} [{ci[k][0]:+.1f}, {ci[k][1]:+.1f}]" for k, u in shown)
 
 
@@ -111,14 +117,15 @@ def main() -> None:
               f"{summary['mean_steps']:.1f}, tokens/task {summary['mean_tokens']:.1f}")  # fmt: skip
     first, k = next(iter(checkpoints)), args.trained_chains
     for label in checkpoints:
-        print(f"{label} vs {start}: {compare(results[label], results[start])}")
+        print(f"{label} vs {start}: {difference_line(*paired_differences(results[label], results[start]))}")
         if label != first:
-            print(f"{label} vs {first}: {compare(results[label], results[first])}")
+            print(f"{label} vs {first}: {difference_line(*paired_differences(results[label], results[first]))}")
         for name, trained in () if k is None else ((f"chains < {k}", True), (f"chains >= {k}", False)):
             subset = [{key: e for key, e in results[x].items() if (key[1] < k) == trained} for x in (label, start)]
             if all(subset):
                 tgc = [100 * figures(e)["tgc"] for e in subset]
-                print(f"{label} vs {start}, {name}: TGC {tgc[0]:.1f} vs {tgc[1]:.1f}; {compare(*subset)}")
+                line = difference_line(*paired_differences(*subset))
+                print(f"{label} vs {start}, {name}: TGC {tgc[0]:.1f} vs {tgc[1]:.1f}; {line}")
 
 
 if __name__ == "__main__":

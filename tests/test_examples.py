@@ -509,6 +509,43 @@ def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_it
     assert library["reskill-run"].endswith("reskill_library") and library["reskill-run-weights"] is None
 
 
+def test_paired_seeds_compares_two_entries_seed_by_seed_over_the_seeds_and_pooled(tmp_path, monkeypatch, capsys):
+    def log(folder, label, chains):
+        """``leaderboard.evaluate``'s two files for ``label``: a success list per chain (a failure takes 30 turns)."""
+        records = [{"seed": 0, "chain": i, "config_hash": "h", "task_types": ["pick_and_place_simple"] * len(won),
+                    "success": won, "steps": [5 if w else 30 for w in won], "primitive_steps": [1] * len(won),
+                    "tokens": [10] * len(won), "invalid_actions": [0] * len(won), "skill_reuse": [False] * len(won),
+                    "skills_created": [[]] * len(won)} for i, won in enumerate(chains)]  # fmt: skip
+        records.append({**records[0], "config_hash": "another configuration", "success": [False, False]})
+        results = tmp_path / folder / "results"
+        results.mkdir(parents=True, exist_ok=True)
+        name = f"{label}__SageChain-ALFWorld-v0__valid_unseen__default"
+        (results / f"{name}.json").write_text(json.dumps({"agent": label, "config_hash": "h"}))
+        (results / f"{name}.episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    win, half, lose = [True, True], [True, False], [False, False]
+    seeds = {"s1": ([win, win], [half, win]), "s2": ([win, half], [half, half]), "s3": ([win, win], [lose, lose])}
+    for folder, (first, second) in seeds.items():
+        log(folder, "reskill", first)
+        log(folder, "grpo", second)
+        log(folder, "reskill-weights", second)  # a label that starts with the first's is not read for it
+    argv = [f"{tmp_path / folder}:reskill:grpo" for folder in seeds] + ["--margin", "5"]
+    out = run_main("paired_seeds", argv, monkeypatch, capsys)
+    # TGC 100 vs 75, 75 vs 50 and 100 vs 0: +25, +25, +100 points. Over two chains, the first two seeds' paired
+    # resamples range from both chains equal (+0) to both the one where they differ (+50), so only the third
+    # seed's interval is above 0.
+    assert "s1: reskill TGC 100.0 vs grpo 75.0; tgc +25.0 [+0.0, +50.0], sgc +50.0 [+0.0, +100.0], " in out
+    assert "s2: reskill TGC 75.0 vs grpo 50.0; tgc +25.0 [+0.0, +50.0], " in out
+    assert "s3: reskill TGC 100.0 vs grpo 0.0; tgc +100.0 [+100.0, +100.0], " in out
+    assert "mean +- sd over 3 seeds: tgc +50.0 +- 43.3, sgc +" in out
+    # each seed's chains 0 and 1 stay apart: 6 chains, 11 of 12 tasks vs 5 of 12
+    assert "pooled (6 chains): TGC 91.7 vs 41.7; tgc +50.0 [" in out
+    assert out.endswith("first >= second + 5 TGC points, interval above 0: 1 of 3 seeds\n")
+    assert assert_intervals_hold(out) == 4 * 4
+    with pytest.raises(SystemExit, match="holds 0 summaries of 'sage', not one"):
+        run_main("paired_seeds", [f"{tmp_path / 's1'}:sage:grpo"], monkeypatch, capsys)
+
+
 def test_check_envs_prints_each_envs_checks(monkeypatch, capsys):
     out = run_main("check_envs", ["--env", "SageChain-ALFWorld-v0", "--strings", "50"], monkeypatch, capsys)
     row = re.search(r"^\| SageChain-ALFWorld-v0 \| (.*) \| (.*) \| (.*) \| \d+ \|$", out, re.MULTILINE)
