@@ -39,15 +39,22 @@ print(cfg.eval_batch_size)' "$DEMO")
 BATCH=${BATCH:-$DEMO_BATCH}
 EVAL_SPLIT=${SPLITS%% *}
 SPLITS=${ONLY_SPLITS:-$SPLITS}
-GRPO=$DEMO/grpo/checkpoints/$(cat "$DEMO/grpo/checkpoints/latest")  # each arm's last checkpoint
-SAGE=$DEMO/sage/checkpoints/$(cat "$DEMO/sage/checkpoints/latest")
-SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
-if [ "$BANK" = 1 ] && [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+# GRPO=<the output_dir of a `sage train --algo grpo` run> (e.g. `examples/learning_curve.py --output`) plays in
+# place of the demo's GRPO arm; LABEL_SUFFIX=-x names every entry <agent>-x, so that runs of another recipe sit
+# beside the demo's entries instead of replacing them.
+SUFFIX=${LABEL_SUFFIX:-}
+last_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }  # an arm's (a training run's)
+if want grpo; then GRPO=$(last_checkpoint "${GRPO:-$DEMO/grpo}"); fi  # only the arms asked for need a checkpoint
+if want sage || want sage-persistent; then
+  SAGE=$(last_checkpoint "$DEMO/sage")
+  SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
+  if [ "$BANK" = 1 ] && [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+fi
 # RESKILL=<the output_dir of a `sage train --algo reskill` run> adds its last checkpoint as `reskill`, acting with
 # the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted, and as
 # `reskill-weights` without that library (every chain starts with none), to separate the weights from the guidance.
 if [ -n "${RESKILL:-}" ]; then
-  RESKILL_CKPT=$RESKILL/checkpoints/$(cat "$RESKILL/checkpoints/latest")
+  RESKILL_CKPT=$(last_checkpoint "$RESKILL")
   { read -r RESKILL_SKILLS; read -r RESKILL_AGENT; read -r RESKILL_WEIGHTS; } < <("$PY" -c 'import json, os, sys
 from sage_agents.config import TrainConfig
 ckpt = sys.argv[1]
@@ -61,8 +68,9 @@ fi
 mkdir -p leaderboard/results
 for label in sft grpo sage sage-persistent; do
   episodes=$DEMO/results/${label}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
-  if [ -f "$episodes" ] && [ ! -f "leaderboard/results/$(basename "$episodes")" ]; then
-    cp "$episodes" leaderboard/results/
+  kept=leaderboard/results/${label}${SUFFIX}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
+  if [ -f "$episodes" ] && [ ! -f "$kept" ]; then
+    cp "$episodes" "$kept"
   fi
 done
 # A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
@@ -79,19 +87,19 @@ if [ -z "$ONLY_SPLITS" ] && [ "$ENV_ID" = SageChain-ALFWorld-v0 ] && [ -d "${ALF
 fi
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086  # $split is two or four words on purpose
-  want sft && run --agent policy --label sft $split --workers "$WORKERS" \
+  want sft && run --agent policy --label "sft$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  want grpo && run --agent grpo --label grpo $split --workers "$WORKERS" \
+  want grpo && run --agent grpo --label "grpo$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$GRPO/model\", $PROMPT}"
-  want react && run --agent react $split --workers "$WORKERS" \
+  want react && run --agent react --label "react$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
-  want memory && run --agent memory $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
+  want memory && run --agent memory --label "memory$SUFFIX" $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
       --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", \"top_k\": 3, $PROMPT}"
   if want reskill && [ -n "${RESKILL:-}" ]; then
-    run --agent reskill --label reskill $split --workers "$WORKERS" \
+    run --agent reskill --label "reskill$SUFFIX" $split --workers "$WORKERS" \
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_AGENT"
     # The same weights without the library it accepted: what RL taught the weights, apart from the guidance.
-    run --agent reskill --label reskill-weights $split --workers "$WORKERS" \
+    run --agent reskill --label "reskill-weights$SUFFIX" $split --workers "$WORKERS" \
         --env-kwargs "{$ENV, \"skills\": \"$RESKILL_SKILLS\"}" --agent-kwargs "$RESKILL_WEIGHTS"
   fi
 done
@@ -99,12 +107,12 @@ done
 # docs/agents.md, "Evaluation speed").
 for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
-  want sage && run --agent sage --label sage $split --workers "$WORKERS" \
+  want sage && run --agent sage --label "sage$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"program\"}" \
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
   # The same checkpoint with one library kept across the chains, played in order one at a time (docs/leaderboard.md)
   # shellcheck disable=SC2086
-  want sage-persistent && run --agent sage --label sage-persistent $split --workers 1 --batch-size 1 \
+  want sage-persistent && run --agent sage --label "sage-persistent$SUFFIX" $split --workers 1 --batch-size 1 \
       --env-kwargs "{$ENV, \"skills\": \"program\", \"library_scope\": \"persistent\"}" \
       --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
 done
