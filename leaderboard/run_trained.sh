@@ -66,11 +66,12 @@ if os.path.isdir(os.path.join(ckpt, "reskill_library")):
 print(cfg.env_kwargs.get("skills", "guidance"), json.dumps(agent), json.dumps(weights), sep="\n")' "$RESKILL_CKPT")
 fi
 mkdir -p leaderboard/results
-for label in sft grpo sage sage-persistent; do
+# Not with LABEL_SUFFIX: the label is part of an entry's config hash, so renamed entries could not resume from them.
+if [ -z "$SUFFIX" ]; then COPIED="sft grpo sage sage-persistent"; else COPIED=""; fi
+for label in $COPIED; do
   episodes=$DEMO/results/${label}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
-  kept=leaderboard/results/${label}${SUFFIX}__${ENV_ID}__${EVAL_SPLIT}__default.episodes.jsonl
-  if [ -f "$episodes" ] && [ ! -f "$kept" ]; then
-    cp "$episodes" "$kept"
+  if [ -f "$episodes" ] && [ ! -f "leaderboard/results/$(basename "$episodes")" ]; then
+    cp "$episodes" leaderboard/results/
   fi
 done
 # A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
