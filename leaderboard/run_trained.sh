@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DEMO=${DEMO:-runs/demo}
 WORKERS=${WORKERS:-2}
+CHAINS=${CHAINS:-}  # CHAINS=N: only each split's first N chains (a quick check; the committed entries play them all)
 AGENTS=${AGENTS:-"sft grpo react memory reskill sage sage-persistent"}  # the entries to (re)compute; reskill needs RESKILL
 # SPLITS="valid" evaluates only those generated splits (no official set); by default the demo's eval_split, the
 # domain's other splits but the training one, and on ALFWorld official valid_seen where the games are.
@@ -77,7 +78,8 @@ done
 # A failing entry does not stop the others: it is named at the end, and the script then exits non-zero.
 FAILED=()
 run() {
-  "$PY" -m leaderboard.evaluate --env "$ENV_ID" --output leaderboard/results --batch-size "$BATCH" "$@" ||
+  "$PY" -m leaderboard.evaluate --env "$ENV_ID" --output leaderboard/results --batch-size "$BATCH" \
+      ${CHAINS:+--num-chains "$CHAINS"} "$@" ||
     FAILED+=("$*")
 }
 splits=()  # the demo's eval_split first (ALFWorld: valid_unseen, then valid_seen): mostly the demo's own episodes

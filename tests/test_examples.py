@@ -509,6 +509,41 @@ def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_it
     assert library["reskill-run"].endswith("reskill_library") and library["reskill-run-weights"] is None
 
 
+def test_run_trained_plays_another_grpo_run_under_a_label_suffix(toy_demo, tmp_path):
+    """``leaderboard/run_trained.sh`` with ``GRPO=<run>`` and ``LABEL_SUFFIX``, in a copy so that the repository's
+    results stay as they are (the script writes under its own ``leaderboard/``)."""
+    import os
+    import shutil
+    import subprocess
+
+    root = Path(__file__).parents[1]
+    (tmp_path / "repo" / "leaderboard").mkdir(parents=True)
+    script = shutil.copy(root / "leaderboard" / "run_trained.sh", tmp_path / "repo" / "leaderboard")
+    demo = shutil.copytree(toy_demo, tmp_path / "demo")  # a demo without a sage/ arm: only the asked arms are read
+    # the demo's own log, which the suffixed entries must not take in (its records hash the unsuffixed label)
+    (demo / "results").mkdir(exist_ok=True)
+    (demo / "results" / "sft__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl").write_text("{}\n")
+    checkpoint = tmp_path / "grpo-run" / "checkpoints" / "step_0000002"
+    shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
+    (checkpoint.parent / "latest").write_text(checkpoint.name)
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(root), "DEMO": str(demo), "AGENTS": "sft grpo",
+           "GRPO": str(tmp_path / "grpo-run"), "LABEL_SUFFIX": "-x", "SPLITS": "valid_seen", "CHAINS": "2",
+           "WORKERS": "1"}  # fmt: skip
+    subprocess.run(["bash", script], env=env, check=True, capture_output=True, timeout=600)
+    results = tmp_path / "repo" / "leaderboard" / "results"
+    summaries = {p.name: json.loads(p.read_text()) for p in results.glob("*.json")}
+    assert sorted(summaries) == [
+        f"{label}__SageChain-ALFWorld-v0__valid_seen__default.json" for label in ("grpo-x", "sft-x")
+    ]
+    assert sorted(p.name for p in results.iterdir() if p.suffix == ".jsonl") == [
+        name.replace(".json", ".episodes.jsonl") for name in sorted(summaries)
+    ]  # nothing copied from the demo
+    models = {s["agent"]: s["agent_kwargs"]["model_path"] for s in summaries.values()}
+    assert models == {"sft-x": str(demo / "sft" / "model"), "grpo-x": str(checkpoint / "model")}
+    assert all(s["n_chains"] == 2 for s in summaries.values())
+    assert "| grpo-x |" in (tmp_path / "repo" / "leaderboard" / "LEADERBOARD.md").read_text()
+
+
 def test_paired_seeds_compares_two_entries_seed_by_seed_over_the_seeds_and_pooled(tmp_path, monkeypatch, capsys):
     def log(folder, label, chains):
         """``leaderboard.evaluate``'s two files for ``label``: a success list per chain (a failure takes 30 turns)."""
