@@ -16,22 +16,21 @@ least M points above SECOND's with the interval's lower end above 0 (issue 21's 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from rl_vs_sft import UNITS, difference_line, figures, paired_differences  # examples/ is on sys.path when run
 
-from leaderboard.evaluate import read_episodes
+from leaderboard.evaluate import summary_episodes
 
 
 def logged(folder: str, label: str) -> dict:
-    """The episode log of the entry ``label`` under ``folder/results``, by ``(seed, chain)``."""
+    """The episodes that the summary of the entry ``label`` under ``folder/results`` counts, by ``(seed, chain)``."""
     found = sorted((Path(folder) / "results").glob(f"{label}__*.json"))
     if len(found) != 1:
         raise SystemExit(f"{folder}/results holds {len(found)} summaries of {label!r}, not one")
-    summary = json.loads(found[0].read_text())
-    return read_episodes(found[0].with_suffix(".episodes.jsonl"), summary["config_hash"])
+    _, records = summary_episodes(found[0])
+    return {(r["seed"], r["chain"]): r for r in records}
 
 
 def main() -> None:
@@ -42,9 +41,10 @@ def main() -> None:
     args = parser.parse_args()
     pairs, points, met = [], [], 0
     for spec in args.seeds:
-        folder, first, second = (spec.split(":") + ["", ""])[:3]
-        if not (folder and first and second):
+        parts = spec.split(":")
+        if len(parts) != 3 or not all(parts):
             parser.error(f"{spec!r} is not FOLDER:FIRST:SECOND")
+        folder, first, second = parts
         pair = logged(folder, first), logged(folder, second)
         if not set(pair[0]) & set(pair[1]):
             raise SystemExit(f"{first} and {second} in {folder} played no chain in common")

@@ -555,7 +555,8 @@ def test_paired_seeds_compares_two_entries_seed_by_seed_over_the_seeds_and_poole
         results = tmp_path / folder / "results"
         results.mkdir(parents=True, exist_ok=True)
         name = f"{label}__SageChain-ALFWorld-v0__valid_unseen__default"
-        (results / f"{name}.json").write_text(json.dumps({"agent": label, "config_hash": "h"}))
+        summary = {"agent": label, "config_hash": "h", "seeds": [0], "n_chains": len(chains)}
+        (results / f"{name}.json").write_text(json.dumps(summary))
         (results / f"{name}.episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
     win, half, lose = [True, True], [True, False], [False, False]
