@@ -45,7 +45,7 @@ SPLITS=${ONLY_SPLITS:-$SPLITS}
 # beside the demo's entries instead of replacing them.
 SUFFIX=${LABEL_SUFFIX:-}
 last_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }  # an arm's (a training run's)
-if want grpo; then GRPO=$(last_checkpoint "${GRPO:-$DEMO/grpo}"); fi  # only the arms asked for need a checkpoint
+if want grpo; then GRPO_CKPT=$(last_checkpoint "${GRPO:-$DEMO/grpo}"); fi  # only the arms asked for need a checkpoint
 if want sage || want sage-persistent; then
   SAGE=$(last_checkpoint "$DEMO/sage")
   SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
@@ -93,7 +93,7 @@ for split in "${splits[@]}"; do
   want sft && run --agent policy --label "sft$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
   want grpo && run --agent grpo --label "grpo$SUFFIX" $split --workers "$WORKERS" \
-      --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$GRPO/model\", $PROMPT}"
+      --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$GRPO_CKPT/model\", $PROMPT}"
   want react && run --agent react --label "react$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"none\"}" --agent-kwargs "{\"model_path\": \"$DEMO/sft/model\", $PROMPT}"
   want memory && run --agent memory --label "memory$SUFFIX" $split --workers 1 --env-kwargs "{$ENV, \"skills\": \"none\"}" \
