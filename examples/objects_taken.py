@@ -11,9 +11,11 @@ the first object placed, then carried off again), and the turns that put an obje
 turn before. With ``--expert`` (the log of an expert that played the same chains without skills) it also counts,
 among the tasks lost without the task's object, those whose agent never went where the expert took it, and the
 distinct places those agents went to (a search that circles), and the lost tasks whose first turn off the expert's
-path went somewhere else (both turns a ``go to``: the agent chose where to look, not what to do). One markdown row
-per log, or with ``--by-type`` per log and task type. Plain commands only: a skill call's own commands are not in
-``actions``.
+path went somewhere else (both turns a ``go to``: the agent chose where to look, not what to do). Last, the lost
+tasks that ended in a cycle: their last :data:`CYCLE_TURNS` actions repeat with a short period (``go to drawer 1``,
+``go to drawer 2``, ``go to drawer 1``, ...), which a greedy policy in a deterministic game, its prompt barely changing,
+does not leave (``LLMPolicy``'s ``skip_repeated_actions``). One markdown row per log, or with ``--by-type`` per log
+and task type. Plain commands only: a skill call's own commands are not in ``actions``.
 
     python examples/objects_taken.py --by-type \
         --expert leaderboard/results/expert-no-skills__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl \
@@ -34,6 +36,8 @@ PUT = re.compile(r"(?:move|put) (([a-z]+) \d+) (?:to|in/on) (.+)")
 """Both put grammars: the wheel's ``move X to Y`` and the official games' ``put X in/on Y``."""
 Move = tuple[str, str, str, str]
 """A parsed take or put command: ``("take" | "put", object, object type, receptacle)``."""
+CYCLE_TURNS = 12
+"""A task ended in a cycle when its last this many actions repeat with a period of at most half as many."""
 
 
 def parse_move(action: str) -> Move | None:
@@ -96,7 +100,17 @@ def task_counts(task_id: str, actions: list[str], won: bool, expert: list[str] |
         "places_searched": len(gone_to) if lost_without_it else 0,
         "lost_took_back_placed": int(not won and took_back),
         "put_back": put_back,
+        "lost_in_cycle": int(not won and cycle_period(actions) > 0),
     }
+
+
+def cycle_period(actions: list[str], turns: int = CYCLE_TURNS) -> int:
+    """The shortest period (at most ``turns // 2``) with which the last ``turns`` actions repeat; 0: none, or fewer
+    actions."""
+    tail = actions[-turns:]
+    if len(tail) < turns:
+        return 0
+    return next((period for period in range(1, turns // 2 + 1) if tail[period:] == tail[:-period]), 0)
 
 
 def expert_find(task_id: str, actions: list[str]) -> str | None:
@@ -141,8 +155,8 @@ def main() -> None:
     print("| log | task type | tasks | won | took another object | lost after that | lost, never took the task's "
           "object | of those, never went where the expert took it | their distinct places (mean) "
           "| lost, first off the expert's path to another place | lost, took back an object it had placed "
-          "| put back at once (turns) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| put back at once (turns) | lost, ended in a cycle |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in args.logs:
         for kind, c in log_counts(path, args.by_type, expert).items():
             n, searched = c["tasks"], c["lost_never_took_it"]
@@ -150,7 +164,7 @@ def main() -> None:
             places = f"{c['places_searched'] / searched:.1f}" if searched else "-"
             print(f"| {path} | {kind} | {n} | {c['won']} | {c['took_other']} ({100 * c['took_other'] / n:.1f}%) "
                   f"| {c['lost_after_other']} | {searched} | {never_went} | {places} | {elsewhere} "
-                  f"| {c['lost_took_back_placed']} | {c['put_back']} |")  # fmt: skip
+                  f"| {c['lost_took_back_placed']} | {c['put_back']} | {c['lost_in_cycle']} |")  # fmt: skip
 
 
 if __name__ == "__main__":

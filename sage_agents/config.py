@@ -166,6 +166,8 @@ class TrainConfig:
     """List the admissible commands in the prompt (redundant with constrained decoding, and costly)."""
     untried_commands: str | None = None
     """List the admissible commands with this prefix not yet sent in the task in the prompt (``LLMPolicy``)."""
+    skip_repeated_actions: bool = False
+    """Constrained decoding does not offer a command already sent at the same observation in the task (LLMPolicy)."""
     max_new_tokens: int = 64
     """Generation budget per turn (free generation)."""
     max_prompt_tokens: int = 1024
@@ -410,7 +412,7 @@ class TrainConfig:
                  "typed_arguments", "max_prompt_tokens", "show_admissible")  # fmt: skip
         kwargs = {name: getattr(self, name) for name in names}
         kwargs.update(domain_argument_kwargs(self.env_id))  # how the env's domain names skill-call arguments
-        for name in ("option_greedy", "option_sampling"):  # likewise left out when off
+        for name in ("option_greedy", "option_sampling", "skip_repeated_actions"):  # likewise left out when off
             if getattr(self, name):
                 kwargs[name] = True
         if self.untried_commands is not None:

@@ -304,6 +304,10 @@ class LLMPolicy:
         option_sampling: the policy is a distribution over each constrained choice's whole options, softmax of
             those scores: sampling draws options, the trainer's log-probs are the options' (and greedy decoding
             is by whole options too). False: sampling token by token.
+        skip_repeated_actions: constrained decoding leaves out the commands already sent at the same observation
+            in the current task, while another remains. In a deterministic game such a command leads where it led
+            before, and a greedy policy whose prompt barely changes would send it again and again (about a third
+            of the lost ALFWorld tasks of the demo's models ended in such a cycle: docs/demo.md, "Cycles").
     """
 
     def __init__(
@@ -332,6 +336,7 @@ class LLMPolicy:
         use_chat_template: bool | None = None,
         option_greedy: bool = False,
         option_sampling: bool = False,
+        skip_repeated_actions: bool = False,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.tokenizer.padding_side = "left"
@@ -351,6 +356,7 @@ class LLMPolicy:
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else use_chat_template
         self.option_sampling = option_sampling
+        self.skip_repeated_actions = skip_repeated_actions
         self.option_greedy = option_greedy or option_sampling  # a policy over whole options argmaxes them too
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
@@ -369,6 +375,8 @@ class LLMPolicy:
         if self.untried_commands is not None:
             which = f" starting {self.untried_commands.strip()!r}" if self.untried_commands else ""
             parts.append(f"the admissible commands{which} not yet sent in the task listed in the prompt")
+        if self.constrained and self.skip_repeated_actions:
+            parts.append("a command already sent at the same observation in the task is not offered again")
         if self.grammar is not None:
             parts.append(f"writes skill definitions under the DSL grammar ({len(self.grammar.command_shapes)} "
                          f"command shapes read from {len(self.skill_templates)} example definitions)")  # fmt: skip
@@ -472,7 +480,11 @@ class LLMPolicy:
                     define = lambda arguments=arguments, library=library, known=known: self.grammar.plan(  # noqa: E731
                         arguments, library, known
                     )
-            commands = list(dict.fromkeys(adm)) or (["look"] if not calls and define is None else [])
+            commands = list(dict.fromkeys(adm))
+            if self.skip_repeated_actions:
+                sent = {action for seen, action in history if seen == obs.get("observation", "")}
+                commands = [c for c in commands if c not in sent] or commands
+            commands = commands or (["look"] if not calls and define is None else [])
             plans.append(call_plan(commands, calls, define))
         return self.generate(prompts, greedy=greedy, plans=plans, commands=admissible)
 

@@ -241,6 +241,9 @@ class DemoConfig:
     """List the admissible commands with this prefix not yet sent in the task in the prompt (``LLMPolicy``; ALFWorld
     ``"go to "``: the places not visited yet); None: no list (docs/demo.md, "Telling the policy where it has not
     been")."""
+    skip_repeated_actions: bool = False
+    """Constrained decoding does not offer a command already sent at the same observation in the task (``LLMPolicy``),
+    in RL and evaluation alike; off by default, as every run reported so far (docs/demo.md, "Cycles")."""
 
     # ------------------------------------------------------------------ RL arms
     arms: list[str] = field(default_factory=lambda: list(ARMS))
@@ -497,6 +500,7 @@ class DemoConfig:
             **({"option_greedy": True} if self.option_greedy else {}),  # absent when off: earlier runs' hashes hold
             **({"option_sampling": True} if self.option_sampling else {}),
             **({"untried_commands": self.untried_commands} if self.untried_commands is not None else {}),
+            **({"skip_repeated_actions": True} if self.skip_repeated_actions else {}),
         }
 
     @property

@@ -672,7 +672,7 @@ def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp
     # 4 tasks, 1 won; 2 took another object (both lost); 1 lost without the soap, having gone to 1 place (the toilet;
     # the sink basin it took the cloth from is no "go to"); the knives task lost after taking back the knife it had
     # placed; 1 turn put the candle back
-    assert f"| {log} | all | 4 | 1 | 2 (50.0%) | 2 | 1 | - | 1.0 | - | 1 | 1 |" in out
+    assert f"| {log} | all | 4 | 1 | 2 (50.0%) | 2 | 1 | - | 1.0 | - | 1 | 1 | 0 |" in out
     # where the expert found the soap: the sink basin, never gone to; the first soap task left the expert's path by
     # going to the shelf instead of the sink basin, the second by taking the cloth (not another place)
     expert = tmp_path / "expert.episodes.jsonl"
@@ -680,9 +680,21 @@ def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp
     expert.write_text(json.dumps({"task_ids": [soap], "actions": [soap_path]}) + "\n")
     by_type = run_main("objects_taken", [str(log), "--by-type", "--expert", str(expert)], monkeypatch, capsys)
     by_type = by_type.splitlines()
-    assert f"| {log} | pick_clean_then_place_in_recep | 2 | 0 | 2 (100.0%) | 2 | 1 | 1 | 1.0 | 1 | 0 | 1 |" in by_type
-    assert f"| {log} | pick_heat_then_place_in_recep | 1 | 1 | 0 (0.0%) | 0 | 0 | 0 | - | 0 | 0 | 0 |" in by_type
-    assert f"| {log} | pick_two_obj_and_place | 1 | 0 | 0 (0.0%) | 0 | 0 | 0 | - | 0 | 1 | 0 |" in by_type
+    assert (
+        f"| {log} | pick_clean_then_place_in_recep | 2 | 0 | 2 (100.0%) | 2 | 1 | 1 | 1.0 | 1 | 0 | 1 | 0 |" in by_type
+    )
+    assert f"| {log} | pick_heat_then_place_in_recep | 1 | 1 | 0 (0.0%) | 0 | 0 | 0 | - | 0 | 0 | 0 | 0 |" in by_type
+    assert f"| {log} | pick_two_obj_and_place | 1 | 0 | 0 (0.0%) | 0 | 0 | 0 | - | 0 | 1 | 0 | 0 |" in by_type
     assert load("objects_taken").task_type(knives) == "pick_two_obj_and_place"
+    cycle_period = load("objects_taken").cycle_period
+    search = [f"go to drawer {i}" for i in range(1, 7)]
+    assert cycle_period(["look"] * 11) == 0  # too few turns to tell
+    assert cycle_period(["take soapbar 1 from toilet 1", *["examine toilet 1"] * 12]) == 1
+    assert cycle_period(["go to toilet 1", *search[:2] * 6]) == 2
+    assert cycle_period(search * 2) == 6 and cycle_period([*search, *search[::-1]]) == 0  # no period of <= 6
+    looped = {"task_ids": [soap], "success": [False], "actions": [["go to toilet 1", *search[:2] * 6]]}
+    won = {"task_ids": [soap], "success": [True], "actions": [search[:2] * 6]}
+    log.write_text(json.dumps(looped) + "\n" + json.dumps(won) + "\n")
+    assert run_main("objects_taken", [str(log)], monkeypatch, capsys).splitlines()[-1].endswith("| 0 | 0 | 1 |")
     with pytest.raises(ValueError, match="not an ALFWorld task id"):
         load("objects_taken").task_object("tw-cooking-recipe-1")

@@ -126,6 +126,36 @@ def test_policy_prompt_lists_the_commands_not_yet_sent(tiny):
     assert "Not tried" not in build_prompt("t", "o", admissible=ADM)
 
 
+def test_a_command_sent_at_the_same_observation_is_not_offered_again(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(
+        model, tok, constrained=True, skill_calls=False, option_sampling=True, skip_repeated_actions=True
+    )
+    info = {"admissible_commands": ADM}
+
+    def turn(history):
+        completion = policy.act_batch([OBS], [info], [history], greedy=True)[0]
+        options = [
+            option[:-1] if option[-1] == tok.eos_token_id else option for option in completion.choices[0].options
+        ]
+        offered = {command for command in ADM if policy.encode_option(command) in map(tuple, options)}
+        assert len(offered) == len(options)  # every option is one of the admissible commands
+        return completion.action.text, offered
+
+    first, offered = turn([])
+    assert offered == set(ADM)
+    second, offered = turn([(OBS["observation"], first)])  # the same observation again: a cycle would start
+    assert second != first and offered == set(ADM) - {first}  # the trained distribution is over what was offered
+    elsewhere, offered = turn([("another observation", first)])
+    assert elsewhere == first and offered == set(ADM)
+    everything, offered = turn([(OBS["observation"], command) for command in ADM])
+    assert everything == first and offered == set(ADM)  # nothing left untried: every command is offered again
+    assert "not offered again" in policy.given
+    plain = LLMPolicy(model, tok, constrained=True, skill_calls=False, option_sampling=True)
+    assert plain.act_batch([OBS], [info], [[(OBS["observation"], first)]], greedy=True)[0].action.text == first
+    assert "not offered again" not in plain.given
+
+
 def test_skill_signatures_call_stubs_and_argument_options():
     skills = "Program skills (call NAME(args)):\n- fetch(item, box): get it\n- noop()"
     assert skill_signatures(skills) == [("fetch", ["item", "box"]), ("noop", [])]

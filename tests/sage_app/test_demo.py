@@ -336,6 +336,17 @@ def test_the_untried_commands_prompt_reaches_sft_rl_and_evaluation_alike():
         DemoConfig(untried_commands="go to ", sft_unscored_lines=["Not tried yet:"], sft_completion_only=True)
 
 
+def test_skipping_repeated_actions_reaches_rl_and_evaluation_alike():
+    cfg = DemoConfig(skip_repeated_actions=True)
+    arm = demo.arm_config(cfg, Path("runs/x"), "sage", Path("sft"), 0)
+    assert cfg.policy_kwargs["skip_repeated_actions"] is arm.policy_kwargs["skip_repeated_actions"] is True
+    assert "skip_repeated_actions" not in DemoConfig().policy_kwargs  # off: earlier runs' config hashes hold
+    assert (
+        "skip_repeated_actions"
+        not in demo.arm_config(DemoConfig(), Path("runs/x"), "sage", Path("sft"), 0).policy_kwargs
+    )
+
+
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
     cfg = DemoConfig(long=True)
     assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (200, 20, 10, 1e-4) and not cfg.quick
