@@ -336,15 +336,18 @@ def test_the_untried_commands_prompt_reaches_sft_rl_and_evaluation_alike():
         DemoConfig(untried_commands="go to ", sft_unscored_lines=["Not tried yet:"], sft_completion_only=True)
 
 
-def test_skipping_repeated_actions_reaches_rl_and_evaluation_alike():
-    cfg = DemoConfig(skip_repeated_actions=True)
+def test_skipping_repeated_actions_reaches_rl_and_evaluation_alike(tmp_path):
+    cfg = DemoConfig()  # on by default
     arm = demo.arm_config(cfg, Path("runs/x"), "sage", Path("sft"), 0)
     assert cfg.policy_kwargs["skip_repeated_actions"] is arm.policy_kwargs["skip_repeated_actions"] is True
-    assert "skip_repeated_actions" not in DemoConfig().policy_kwargs  # off: earlier runs' config hashes hold
-    assert (
-        "skip_repeated_actions"
-        not in demo.arm_config(DemoConfig(), Path("runs/x"), "sage", Path("sft"), 0).policy_kwargs
-    )
+    off = DemoConfig(skip_repeated_actions=False)
+    assert "skip_repeated_actions" not in off.policy_kwargs  # absent when off: earlier runs' config hashes hold
+    assert "skip_repeated_actions" not in demo.arm_config(off, Path("runs/x"), "sage", Path("sft"), 0).policy_kwargs
+    cfg.save(tmp_path / "demo_config.json")
+    saved = json.loads((tmp_path / "demo_config.json").read_text())
+    del saved["skip_repeated_actions"]  # a run saved before the field existed offered every command
+    (tmp_path / "demo_config.json").write_text(json.dumps(saved))
+    assert DemoConfig.load(tmp_path / "demo_config.json").skip_repeated_actions is False
 
 
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
