@@ -305,9 +305,10 @@ class LLMPolicy:
             those scores: sampling draws options, the trainer's log-probs are the options' (and greedy decoding
             is by whole options too). False: sampling token by token.
         skip_repeated_actions: constrained decoding leaves out the commands already sent at the same observation
-            in the current task, while another remains. In a deterministic game such a command leads where it led
-            before, and a greedy policy whose prompt barely changes would send it again and again (about a third
-            of the lost ALFWorld tasks of the demo's models ended in such a cycle: docs/demo.md, "Cycles").
+            in the current task, while another remains. Where the observation shows the state, such a command
+            leads where it led before, and a greedy policy whose prompt barely changes would send it again and again
+            (about a third of the lost ALFWorld tasks of the demo's models ended in such a cycle: docs/demo.md,
+            "Cycles"); not where time passes unseen (ScienceWorld's ``wait``).
     """
 
     def __init__(

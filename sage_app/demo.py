@@ -55,6 +55,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         ),
         "train_command_grammar": "mixed",
         "extra_eval_sets": [{"split": "valid_seen", "source": "official"}],
+        "skip_repeated_actions": True,
         "quick": {
             "max_steps_per_task": 15,
             "sft_epochs": 20.0,
@@ -241,12 +242,14 @@ class DemoConfig:
     """List the admissible commands with this prefix not yet sent in the task in the prompt (``LLMPolicy``; ALFWorld
     ``"go to "``: the places not visited yet); None: no list (docs/demo.md, "Telling the policy where it has not
     been")."""
-    skip_repeated_actions: bool = True
+    skip_repeated_actions: bool | None = None
     """Constrained decoding does not offer a command already sent at the same observation in the task while another
-    remains (``LLMPolicy``), in RL and evaluation alike. False: every demo before it. A greedy policy with one turn
-    of history ended 14-42 of its 60-87 lost tasks (of 200) sending the same one or two commands over and over; with
-    the rule every model evaluated completed more tasks: +4.5 to +12.0 TGC points on 100 valid_unseen chains, 11
-    models (docs/demo.md, "Cycles")."""
+    remains (``LLMPolicy``), in RL and evaluation alike. None: on for ALFWorld, where it was measured, off elsewhere
+    (ScienceWorld's ``wait`` advances time, so sending it again at an unchanged observation can be what a task
+    needs). False: every demo before it. On ALFWorld a greedy policy with one turn of history ended 14-42 of its
+    60-87 lost tasks (of 200) sending the same one or two commands over and over; with the rule every model
+    evaluated completed more tasks: +4.5 to +12.0 TGC points on 100 valid_unseen chains, 11 models (docs/demo.md,
+    "Cycles")."""
 
     # ------------------------------------------------------------------ RL arms
     arms: list[str] = field(default_factory=lambda: list(ARMS))
@@ -379,7 +382,7 @@ class DemoConfig:
         defaults = ENV_DEFAULTS.get(self.env_id, {})
         generic = {  # a field left None on an env without a measured value: the domain-neutral choice
             "expert_skills": None, "sft_action_weights": {}, "train_command_grammar": None, "extra_eval_sets": [],
-            "sft_epochs": 2.5, "sft_completion_only": False,
+            "sft_epochs": 2.5, "sft_completion_only": False, "skip_repeated_actions": False,
         }  # fmt: skip
         for name, value in generic.items():
             if getattr(self, name) is None:
