@@ -182,11 +182,15 @@ def evaluate(
         str | None,
         typer.Option(help="List the admissible commands with this prefix not yet sent in the task (as in training)."),
     ] = None,
+    skip_repeated_actions: Annotated[
+        bool, typer.Option(help="Do not offer a command already sent at the same observation in the task.")
+    ] = False,
 ) -> None:
     """Greedy evaluation of a local model; prints the env/ metrics as JSON.
 
     The prompt options must match the ones the model was trained with (TrainConfig's history_turns,
-    earlier_actions, show_admissible, untried_commands); the defaults are TrainConfig's.
+    earlier_actions, show_admissible, untried_commands); the defaults are TrainConfig's. --skip-repeated-actions is a
+    decoding rule, not a prompt option: `make demo`'s ALFWorld models are evaluated with it.
     """
     import gymnasium as gym
 
@@ -205,6 +209,7 @@ def evaluate(
         earlier_actions=earlier_actions,
         show_admissible=show_admissible,
         untried_commands=untried_commands,
+        skip_repeated_actions=skip_repeated_actions,
     )
     env = gym.make(env_id, split=split, **json.loads(env_kwargs))
     chains = list(range(min(num_chains, env.unwrapped.num_chains)))

@@ -39,13 +39,14 @@ def test_eval_passes_prompt_options_and_prints_metrics(tiny, tmp_path, monkeypat
         "eval", str(tmp_path / "model"), "--env-id", FAKE_ID, "--split", "train", "--num-chains", "2",
         "--env-kwargs", '{"chain_length": 2, "max_steps_per_task": 3}', "--history-turns", "1",
         "--earlier-actions", "0", "--no-show-admissible", "--untried-commands", "go to ",
+        "--skip-repeated-actions",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.stdout)
     assert 0.0 <= metrics["env/task_success"] <= 1.0
     assert 1.0 <= metrics["env/steps_per_task"] <= 3.0  # max_steps_per_task=3
     assert seen["earlier_actions"] == 0 and seen["history_turns"] == 1 and seen["show_admissible"] is False
-    assert seen["untried_commands"] == "go to "
+    assert seen["untried_commands"] == "go to " and seen["skip_repeated_actions"] is True
 
 
 def _help(*command: str) -> str:
