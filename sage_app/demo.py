@@ -247,8 +247,8 @@ class DemoConfig:
     remains (``LLMPolicy``), in RL and evaluation alike. None: on for ALFWorld, where it was measured, off elsewhere
     (ScienceWorld's ``wait`` advances time, so sending it again at an unchanged observation can be what a task
     needs). False: every demo before it. On ALFWorld a greedy policy with one turn of history ended 14-42 of its
-    60-87 lost tasks (of 200) sending the same one or two commands over and over; with the rule every model
-    evaluated completed more tasks: +4.5 to +12.0 TGC points on 100 valid_unseen chains, 11 models (docs/demo.md,
+    60-87 lost tasks (of 200) sending the same one or two commands over and over; with the rule each of 26 trained
+    agents played both ways completed more tasks, +4.0 to +12.0 TGC points on 100 valid_unseen chains (docs/demo.md,
     "Cycles")."""
 
     # ------------------------------------------------------------------ RL arms
