@@ -698,3 +698,47 @@ def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp
     assert run_main("objects_taken", [str(log)], monkeypatch, capsys).splitlines()[-1].endswith("| 0 | 0 | 1 |")
     with pytest.raises(ValueError, match="not an ALFWorld task id"):
         load("objects_taken").task_object("tw-cooking-recipe-1")
+
+
+def test_pass_at_k_counts_tasks_some_sample_wins_and_those_greedy_play_loses(tmp_path, monkeypatch, capsys):
+    def log(label, seeds, chains):
+        """Two files of ``leaderboard.evaluate`` for ``label``: per seed, one success list per chain."""
+        records = [
+            {"seed": seed, "chain": i, "config_hash": "h", "success": won}
+            for seed, seed_chains in zip(seeds, chains, strict=True)
+            for i, won in enumerate(seed_chains)
+        ]
+        records.append({**records[0], "config_hash": "another configuration", "success": [True, True]})
+        name = f"{label}__SageChain-ALFWorld-v0__valid_unseen__default"
+        summary = {"agent": label, "config_hash": "h", "seeds": seeds, "n_chains": len(records) - 1}
+        (tmp_path / f"{name}.json").write_text(json.dumps(summary))
+        (tmp_path / f"{name}.episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        return str(tmp_path / f"{name}.json")
+
+    # four tasks, four samples each: won 4, 2, 1 and 0 times
+    sampled = log(
+        "sampled",
+        [0, 1, 2, 3],
+        [
+            [[True, True], [True, False]],
+            [[True, True], [False, False]],
+            [[True, False], [False, False]],
+            [[True, False], [False, False]],
+        ],
+    )
+    greedy = log("greedy", [0], [[[False, True], [False, True]]])  # loses the tasks won 4 and 1 times; wins 2 and 0
+    out = run_main("pass_at_k", [sampled, "--greedy", greedy], monkeypatch, capsys)
+    # pass@1 = mean c/n = (4 + 2 + 1 + 0) / 16; pass@2 = (1 + (1 - 1/6) + (1 - 3/6) + 0) / 4; pass@4 = 3/4
+    assert "4 tasks, 4 samples each at least" in out
+    assert "| 1 | 43.8 |\n| 2 | 58.3 |\n| 4 | 75.0 |" in out
+    assert out.splitlines()[-1] == (
+        "greedy: 2 of 4 tasks won (50.0%); of its 2 lost tasks some sample won 2, so greedy play that won those "
+        "would complete 100.0%; 1 tasks greedy won no sample did"
+    )
+    assert "| 3 | 68.8 |" in run_main("pass_at_k", [sampled, "--k", "3"], monkeypatch, capsys)  # 1 + 1 + 3/4 + 0
+    with pytest.raises(SystemExit):
+        run_main("pass_at_k", [sampled, "--k", "5"], monkeypatch, capsys)
+    pass_at_k = load("pass_at_k").pass_at_k
+    assert pass_at_k(4, 4, 1) == 1.0 and pass_at_k(4, 0, 4) == 0.0 and pass_at_k(5, 1, 2) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="pass@k needs"):
+        pass_at_k(3, 4, 1)
