@@ -624,6 +624,10 @@ def test_alfworld_tuned_defaults_apply_to_alfworld_only():
     assert demo.arm_config(quick, Path("runs/x"), "grpo", Path("sft"), seed=0).train_chains == 12
     wide = DemoConfig(rl_chains_per_step=4)
     assert demo.arm_config(wide, Path("runs/x"), "sage", Path("sft"), 0).chains_per_step == 4
+    gigpo = DemoConfig(rl_step_advantage_weight=1.0)  # GiGPO's step-level credit on every arm, off by default
+    weights = {demo.arm_config(gigpo, Path("runs/x"), arm, Path("sft"), 0).step_advantage_weight for arm in demo.ARMS}
+    assert weights == {1.0}
+    assert demo.arm_config(alfworld, Path("runs/x"), "grpo", Path("sft"), 0).step_advantage_weight == 0.0
     strict = DemoConfig()  # the within-step accept rule by default, reaching ReSkill's arm only
     assert demo.arm_config(strict, Path("runs/x"), "reskill", Path("sft"), 0).reskill_min_within_step_z == 0.84
     assert demo.arm_config(strict, Path("runs/x"), "grpo", Path("sft"), 0).reskill_min_within_step_z is None
