@@ -113,6 +113,7 @@ SLOW = rollout(
 EPISODE = [0.5, 0.5, 0.0, -0.5, -0.5, -0.5, 0.0]  # R - mean per position: task 0 (1 vs 0), task 1 (1 vs 1)
 
 
+@pytest.mark.parametrize("algo", ["grpo", "sage", "reskill"])  # every arm (sage demo's rl_step_advantage_weight)
 @pytest.mark.parametrize(
     "anchor, step, grouped",
     [
@@ -123,10 +124,10 @@ EPISODE = [0.5, 0.5, 0.0, -0.5, -0.5, -0.5, 0.0]  # R - mean per position: task 
     ],
 )
 def test_build_rows_adds_the_weighted_step_advantage_to_each_turns_episode_advantage(
-    tiny, tmp_path, anchor, step, grouped
+    tiny, tmp_path, algo, anchor, step, grouped
 ):
     trainer = make_trainer(
-        tiny, tmp_path, algo="grpo", group_size=2, step_advantage_weight=OMEGA, step_discount=GAMMA, step_anchor=anchor
+        tiny, tmp_path, algo=algo, group_size=2, step_advantage_weight=OMEGA, step_discount=GAMMA, step_anchor=anchor
     )
     rows, stats = trainer.build_rows([FAST, SLOW])
     assert [row["adv"] for row in rows] == pytest.approx([e + OMEGA * s for e, s in zip(EPISODE, step, strict=True)])
