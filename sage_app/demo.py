@@ -272,8 +272,9 @@ class DemoConfig:
     rl_step_advantage_weight: float = 0.0
     """GiGPO's step-level advantage weight for every arm (``TrainConfig.step_advantage_weight``; 0: off, GRPO's
     advantage alone). From the ``--long`` SFT model, 1.0 ended 200 GRPO steps +3.2 TGC points ahead of plain GRPO,
-    and 100 steps of four chains +5.8 (two RL seeds, pooled; docs/demo.md, "Step-level credit and more chains per
-    step"), for 15-30% more update time a step. Off by default so that the GRPO arm stays the paper's GRPO."""
+    and 100 steps of four chains +5.8 (two RL seeds, pooled), but ``make demo-long`` with it on every arm left each
+    arm within 2 points of the default run (docs/demo.md, "`make demo-long` with GiGPO on every arm"). Off by
+    default, so that the GRPO arm stays the paper's GRPO."""
     rl_train_chains: int | None = None
     """RL plays only the first this many chains of the train split (``TrainConfig.train_chains``); None: all.
     ``--quick`` sets ``expert_chains``: RL then replays the chains its SFT data came from."""
