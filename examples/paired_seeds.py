@@ -22,6 +22,7 @@ from pathlib import Path
 from rl_vs_sft import UNITS, difference_line, figures, paired_differences  # examples/ is on sys.path when run
 
 from leaderboard.evaluate import summary_episodes
+from sage_app.demo import meets
 
 
 def logged(folder: str, label: str) -> dict:
@@ -51,7 +52,7 @@ def main() -> None:
         point, ci = paired_differences(*pair)
         tgc = [100 * figures(log)["tgc"] for log in pair]
         print(f"{folder}: {first} TGC {tgc[0]:.1f} vs {second} {tgc[1]:.1f}; {difference_line(point, ci)}")
-        met += args.margin is not None and point["tgc"] >= args.margin and ci["tgc"][0] > 0
+        met += args.margin is not None and meets(point["tgc"], args.margin) and ci["tgc"][0] > 0
         pairs.append(pair)
         points.append(point)
     if len(points) > 1:

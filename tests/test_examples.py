@@ -578,6 +578,12 @@ def test_paired_seeds_compares_two_entries_seed_by_seed_over_the_seeds_and_poole
     assert "pooled (6 chains): TGC 91.7 vs 41.7; tgc +50.0 [" in out
     assert out.endswith("first >= second + 5 TGC points, interval above 0: 1 of 3 seeds\n")
     assert assert_intervals_hold(out) == 4 * 4
+    # 6 of 20 tasks vs 4 of 20, one task more in each chain: 100 * (0.3 - 0.2) is 9.999..., printed and met as +10.0
+    log("edge", "reskill", [[True] * 3 + [False] * 7] * 2)
+    log("edge", "grpo", [[True] * 2 + [False] * 8] * 2)
+    out = run_main("paired_seeds", [f"{tmp_path / 'edge'}:reskill:grpo", "--margin", "10"], monkeypatch, capsys)
+    assert "reskill TGC 30.0 vs grpo 20.0; tgc +10.0 [+10.0, +10.0], " in out
+    assert out.endswith("first >= second + 10 TGC points, interval above 0: 1 of 1 seeds\n")
     with pytest.raises(SystemExit, match="holds 0 summaries of 'sage', not one"):
         run_main("paired_seeds", [f"{tmp_path / 's1'}:sage:grpo"], monkeypatch, capsys)
 
