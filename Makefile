@@ -33,7 +33,7 @@ demo: $(STAMP)
 demo-quick: $(STAMP)
 	$(BIN)/sage demo --quick --output-dir runs/demo-quick
 
-# The learning run: every arm 200 RL steps from one SFT checkpoint, held-out TGC every 20 (resumable; docs/demo.md).
+# The learning run: every arm 200 RL steps from one SFT checkpoint, held-out TGC every 10 (resumable; docs/demo.md).
 demo-long: $(STAMP)
 	$(BIN)/sage demo --long --output-dir runs/demo-long
 

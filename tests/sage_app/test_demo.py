@@ -357,7 +357,7 @@ def test_skipping_repeated_actions_reaches_rl_and_evaluation_alike(tmp_path):
 
 def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evaluation_games():
     cfg = DemoConfig(long=True)
-    assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (200, 20, 10, 1e-4) and not cfg.quick
+    assert (cfg.rl_steps, cfg.rl_eval_every, cfg.rl_save_every, cfg.rl_lr) == (200, 10, 10, 1e-4) and not cfg.quick
     assert cfg.reskill_min_test_episodes == 256 and DemoConfig().reskill_min_test_episodes == 50
     assert cfg.option_sampling and not DemoConfig().option_sampling  # RL samples whole options in the long run only
     assert (cfg.beta, DemoConfig().beta, DemoConfig(long=True, beta=0.01).beta) == (0.0, 0.04, 0.01)  # no KL term
@@ -370,7 +370,7 @@ def test_long_sets_the_learning_run_and_the_arms_evaluate_held_out_on_the_evalua
     for arm in ("grpo", "sage", "reskill"):
         train = demo.arm_config(cfg, Path("runs/x"), arm, Path("sft"), seed=0)
         evaluations = (train.total_steps, train.eval_every, train.eval_chains, train.eval_split)
-        assert evaluations == (200, 20, 50, "valid_unseen")
+        assert evaluations == (200, 10, 50, "valid_unseen")
         # RL games speak both command grammars; the held-out ones the split's own, as stage 4's evaluation
         assert train.env_kwargs["command_grammar"] == "mixed" and "command_grammar" not in train.eval_env_kwargs
         assert train.eval_env_kwargs == {**cfg.env_kwargs, "skills": train.env_kwargs["skills"]}
