@@ -269,7 +269,8 @@ class DemoConfig:
     """Rollouts per group (G)."""
     rl_chains_per_step: int = 1
     """Chains (groups) per RL step (``TrainConfig.chains_per_step``): more experience per update, each step that many
-    times longer (docs/demo.md, "The learning run")."""
+    times longer (docs/demo.md, "The learning run"). Two a step for 100 steps, the experience of ``--long``'s 200 at
+    one, moved no arm of ``make demo-long`` (docs/demo.md, "`make demo-long` with two chains a step")."""
     rl_step_advantage_weight: float = 0.0
     """GiGPO's step-level advantage weight for every arm (``TrainConfig.step_advantage_weight``; 0: off, GRPO's
     advantage alone). From the ``--long`` SFT model, 1.0 ended 200 GRPO steps +3.2 TGC points ahead of plain GRPO,
