@@ -17,6 +17,7 @@ RESKILL_DISCOUNTS = ("eb", "none", "last_step")
 RESKILL_CREATORS = ("rule", "llm")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 SEQUENCE_UNITS = ("trajectory", "turn")
+LR_SCHEDULES = ("constant_with_warmup", "linear", "cosine")
 STEP_ANCHORS = ("observation", "prompt")
 REWARD_MODES = ("skill", "outcome", "progress")
 REPORTERS = ("jsonl", "tensorboard")
@@ -102,6 +103,8 @@ class TrainConfig:
     """AdamW learning rate (SAGE: 1e-6; a tiny CPU model needs ~1e-4, see docs/agents.md)."""
     warmup_steps: int = 0
     """Linear learning-rate warm-up steps."""
+    lr_scheduler_type: str = "constant_with_warmup"
+    """Schedule after the warm-up (TRL's names): ``constant_with_warmup``, ``linear``, ``cosine``."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -288,6 +291,8 @@ class TrainConfig:
                 fail(name, "must be a non-negative integer", "set it to 0 or more")
         if not self.lr > 0:
             fail("lr", "must be > 0", "use e.g. 1e-6 (SAGE) or 1e-4 for a tiny model")
+        if self.lr_scheduler_type not in LR_SCHEDULES:
+            fail("lr_scheduler_type", f"must be one of {LR_SCHEDULES}", "use constant_with_warmup or linear")
         if not 0 < self.eps_low < 1:
             fail("eps_low", "must be in (0, 1)", "use 0.2")
         if not self.eps_high > 0:

@@ -164,7 +164,11 @@ class Trainer:
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         from transformers import get_scheduler
 
-        self.scheduler = get_scheduler("constant_with_warmup", optimizer, num_warmup_steps=cfg.warmup_steps)
+        # One step longer than the run: the schedule runs one step ahead (below), so that a decaying schedule's
+        # last step trains at lr / (total_steps + 1 - warmup), not at 0.
+        self.scheduler = get_scheduler(
+            cfg.lr_scheduler_type, optimizer, num_warmup_steps=cfg.warmup_steps, num_training_steps=cfg.total_steps + 1
+        )
         with warnings.catch_warnings():  # no optimizer step yet: intended, see below
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*", category=UserWarning)
             # transformers' warm-up gives step s the factor s / warmup (0 at s = 0: a whole rollout for nothing);

@@ -226,7 +226,7 @@ def grpo_args(config: TrainConfig, rows: int) -> dict[str, Any]:
         "gradient_accumulation_steps": rows // batch,
         "max_steps": cfg.total_steps,
         "learning_rate": cfg.lr,
-        "lr_scheduler_type": "constant_with_warmup",  # the native trainer's schedule
+        "lr_scheduler_type": cfg.lr_scheduler_type,
         "warmup_steps": cfg.warmup_steps,
         "weight_decay": cfg.weight_decay,
         "max_grad_norm": cfg.max_grad_norm,

@@ -3,6 +3,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import math
 import os
 
 import pytest
@@ -58,6 +59,7 @@ def test_every_config_field_has_a_one_line_docstring_below_it():
         ({"backend": "trl", "lora_r": 8}, ["lora_r=8", "backend='trl'", "lora_r=0"]),
         ({"backend": "trl", "mixed_precision": "bf16"}, ["mixed_precision='bf16'", "trl_args", "bf16"]),
         ({"train_chains": 0}, ["train_chains=0", "positive integer", "None (all chains)"]),
+        ({"lr_scheduler_type": "exponential"}, ["lr_scheduler_type='exponential'", "one of", "linear"]),
     ],
 )
 def test_config_errors_name_value_rule_and_fix(kwargs, pieces):
@@ -265,6 +267,18 @@ def test_kl_clipping_epochs_and_loss_variants_run(tiny, tmp_path):
     metrics = trainer.train()[0]
     assert metrics["losses/kl"] >= 0 and 0 <= metrics["losses/clip_ratio"] <= 1
     assert metrics["charts/learning_rate"] == pytest.approx(5e-4)  # warm-up step 1 of 2
+
+
+@pytest.mark.parametrize(
+    "schedule, factors",
+    [("linear", [3 / 4, 2 / 4, 1 / 4]), ("cosine", [(1 + math.cos(math.pi * s / 4)) / 2 for s in (1, 2, 3)])],
+)
+def test_a_decaying_schedule_ends_one_step_after_the_run_so_its_last_step_still_trains(
+    tiny, tmp_path, schedule, factors
+):
+    trainer = make_trainer(tiny, tmp_path, total_steps=3, lr=1e-3, lr_scheduler_type=schedule)
+    rates = [m["charts/learning_rate"] for m in trainer.train()]
+    assert rates == pytest.approx([1e-3 * f for f in factors])
 
 
 def test_grpo_free_generation_with_no_action_penalty(tiny, tmp_path):
