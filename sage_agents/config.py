@@ -261,6 +261,7 @@ class TrainConfig:
             "loss_type": LOSS_TYPES,
             "sequence_unit": SEQUENCE_UNITS,
             "step_anchor": STEP_ANCHORS,
+            "lr_scheduler_type": LR_SCHEDULES,
             "backend": BACKENDS,
             "dtype": DTYPES,
             "mixed_precision": MIXED_PRECISIONS,
@@ -291,8 +292,6 @@ class TrainConfig:
                 fail(name, "must be a non-negative integer", "set it to 0 or more")
         if not self.lr > 0:
             fail("lr", "must be > 0", "use e.g. 1e-6 (SAGE) or 1e-4 for a tiny model")
-        if self.lr_scheduler_type not in LR_SCHEDULES:
-            fail("lr_scheduler_type", f"must be one of {LR_SCHEDULES}", "use constant_with_warmup or linear")
         if not 0 < self.eps_low < 1:
             fail("eps_low", "must be in (0, 1)", "use 0.2")
         if not self.eps_high > 0:
