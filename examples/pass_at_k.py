@@ -12,6 +12,7 @@ where it could lift the greedy policy that the leaderboard evaluates. Each task 
 n samples of which c succeeded, pass@k is the unbiased estimate 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, "Evaluating
 Large Language Models Trained on Code"), averaged over tasks; pass@1 is the sampled TGC. ``--greedy``: a summary of
 the same chains played greedily (one seed), whose won and lost tasks are split by whether some sample won them.
+``--by-type`` adds a column per task type (ALFWorld's six: a policy's room differs between them).
 """
 
 from __future__ import annotations
@@ -26,14 +27,18 @@ Task = tuple[int, int]
 """A task of an evaluation: ``(chain, position in the chain)``."""
 
 
-def task_outcomes(summary_path: str) -> dict[Task, list[bool]]:
-    """Each task's successes, one per seed that played its chain, from the episode log a summary counts."""
+def task_outcomes(summary_path: str) -> tuple[dict[Task, list[bool]], dict[Task, str]]:
+    """Each task's successes, one per seed that played its chain, and its task type (``""`` where the log names
+    none), from the episode log a summary counts."""
     _, records = summary_episodes(summary_path)
     outcomes: dict[Task, list[bool]] = defaultdict(list)
+    types: dict[Task, str] = {}
     for record in records:
-        for position, success in enumerate(record["success"]):
+        names = record.get("task_types") or [""] * len(record["success"])
+        for position, (success, name) in enumerate(zip(record["success"], names, strict=True)):
             outcomes[record["chain"], position].append(bool(success))
-    return dict(outcomes)
+            types[record["chain"], position] = name
+    return dict(outcomes), types
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -53,18 +58,25 @@ def main() -> None:
     parser.add_argument("sampled", help="summary JSON of an evaluation that played each chain at several seeds")
     parser.add_argument("--greedy", help="summary JSON of the same chains played greedily")
     parser.add_argument("--k", type=int, nargs="+", default=None, help="k values (default: 1, 2, 4, ... up to n)")
+    parser.add_argument("--by-type", action="store_true", help="also a column per task type")
     args = parser.parse_args()
-    outcomes = task_outcomes(args.sampled)
+    outcomes, types = task_outcomes(args.sampled)
     n = min(len(s) for s in outcomes.values())
     ks = args.k or [2**i for i in range(n.bit_length()) if 2**i <= n]
     if max(ks) > n or min(ks) < 1:
         parser.error(f"k must be 1 to {n}: some task was sampled only {n} times")
     print(f"{len(outcomes)} tasks, {n} samples each at least")
-    print("| k | pass@k % |\n|---|---|")
+    columns = {"pass@k %": outcomes}  # header -> the tasks it averages over
+    if args.by_type:
+        columns = {f"all, {len(outcomes)} tasks": outcomes}
+        for name in sorted(set(types.values())):
+            group = {task: s for task, s in outcomes.items() if types[task] == name}
+            columns[f"{name}, {len(group)}"] = group
+    print("| k | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
     for k in ks:
-        print(f"| {k} | {100 * mean_pass_at_k(outcomes, k):.1f} |")
+        print(f"| {k} | " + " | ".join(f"{100 * mean_pass_at_k(tasks, k):.1f}" for tasks in columns.values()) + " |")
     if args.greedy:
-        greedy = task_outcomes(args.greedy)
+        greedy, _ = task_outcomes(args.greedy)
         common = sorted(set(greedy) & set(outcomes))
         if not common:
             raise SystemExit(f"{args.greedy} and {args.sampled} played no task in common")

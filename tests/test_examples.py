@@ -707,10 +707,11 @@ def test_objects_taken_counts_tasks_that_took_another_object_and_put_it_back(tmp
 
 
 def test_pass_at_k_counts_tasks_some_sample_wins_and_those_greedy_play_loses(tmp_path, monkeypatch, capsys):
-    def log(label, seeds, chains):
-        """Two files of ``leaderboard.evaluate`` for ``label``: per seed, one success list per chain."""
+    def log(label, seeds, chains, types=None):
+        """Two files of ``leaderboard.evaluate`` for ``label``: per seed, one success list per chain (and with
+        ``types`` each chain's task types, the same for every chain)."""
         records = [
-            {"seed": seed, "chain": i, "config_hash": "h", "success": won}
+            {"seed": seed, "chain": i, "config_hash": "h", "success": won} | ({"task_types": types} if types else {})
             for seed, seed_chains in zip(seeds, chains, strict=True)
             for i, won in enumerate(seed_chains)
         ]
@@ -722,16 +723,14 @@ def test_pass_at_k_counts_tasks_some_sample_wins_and_those_greedy_play_loses(tmp
         return str(tmp_path / f"{name}.json")
 
     # four tasks, four samples each: won 4, 2, 1 and 0 times
-    sampled = log(
-        "sampled",
-        [0, 1, 2, 3],
-        [
-            [[True, True], [True, False]],
-            [[True, True], [False, False]],
-            [[True, False], [False, False]],
-            [[True, False], [False, False]],
-        ],
-    )
+    seeds = [0, 1, 2, 3]
+    chains = [
+        [[True, True], [True, False]],
+        [[True, True], [False, False]],
+        [[True, False], [False, False]],
+        [[True, False], [False, False]],
+    ]
+    sampled = log("sampled", seeds, chains)
     greedy = log("greedy", [0], [[[False, True], [False, True]]])  # loses the tasks won 4 and 1 times; wins 2 and 0
     out = run_main("pass_at_k", [sampled, "--greedy", greedy], monkeypatch, capsys)
     # pass@1 = mean c/n = (4 + 2 + 1 + 0) / 16; pass@2 = (1 + (1 - 1/6) + (1 - 3/6) + 0) / 4; pass@4 = 3/4
@@ -744,6 +743,12 @@ def test_pass_at_k_counts_tasks_some_sample_wins_and_those_greedy_play_loses(tmp
     assert "| 3 | 68.8 |" in run_main("pass_at_k", [sampled, "--k", "3"], monkeypatch, capsys)  # 1 + 1 + 3/4 + 0
     with pytest.raises(SystemExit):
         run_main("pass_at_k", [sampled, "--k", "5"], monkeypatch, capsys)
+    # by type: each chain's first task is a heat task (won 4 and 1 times), its second a two-object one (2 and 0)
+    typed = log("typed", seeds, chains, types=["pick_heat", "pick_two"])
+    assert run_main("pass_at_k", [typed, "--by-type"], monkeypatch, capsys).endswith(
+        "| k | all, 4 tasks | pick_heat, 2 | pick_two, 2 |\n|---|---|---|---|\n"
+        "| 1 | 43.8 | 62.5 | 25.0 |\n| 2 | 58.3 | 75.0 | 41.7 |\n| 4 | 75.0 | 100.0 | 50.0 |\n"
+    )
     pass_at_k = load("pass_at_k").pass_at_k
     assert pass_at_k(4, 4, 1) == 1.0 and pass_at_k(4, 0, 4) == 0.0 and pass_at_k(5, 1, 2) == pytest.approx(0.4)
     with pytest.raises(ValueError, match="pass@k needs"):
