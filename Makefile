@@ -43,8 +43,11 @@ expert-demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+LINTED := sage_envs sage_agents leaderboard sage_app tests examples benchmarks
+
 lint: $(STAMP)
-	$(BIN)/ruff check sage_envs sage_agents leaderboard sage_app
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

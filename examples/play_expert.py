@@ -1,6 +1,6 @@
 """Make an env and play it: the scripted ALFWorld expert plays a few chains, defining and reusing skills.
 
-    python examples/play_expert.py --chains 3 --split valid_seen
+python examples/play_expert.py --chains 3 --split valid_seen
 """
 
 from __future__ import annotations

@@ -45,8 +45,10 @@ def main() -> None:
     args = parser.parse_args()
     got = breakdown(args.episodes, AutoTokenizer.from_pretrained(args.model_path))
     parts = ", ".join(f"{kind} {got[kind]:.1f}" for kind in ("definitions", "calls", "commands"))
-    print(f"{got['tasks']} tasks; tokens per task: recorded {got['recorded']:.1f}, recounted {got['recounted']:.1f} "
-          f"= {parts}")
+    print(
+        f"{got['tasks']} tasks; tokens per task: recorded {got['recorded']:.1f}, recounted {got['recounted']:.1f} "
+        f"= {parts}"
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,10 @@ def main() -> None:
     print("| expert | TGC % | steps / task | words / task | tokens / task | of which definitions | tokens vs plain |")
     print("|---|---|---|---|---|---|---|")
     for way, summary, tokens in rows:
-        print(f"| {way} | {100 * summary['tgc']:.1f} | {summary['mean_steps']:.1f} | {tokens['recorded']:.1f} | "
-              f"{tokens['recounted']:.1f} | {tokens['definitions']:.1f} | {tokens['recounted'] / plain - 1:+.1%} |")
+        print(
+            f"| {way} | {100 * summary['tgc']:.1f} | {summary['mean_steps']:.1f} | {tokens['recorded']:.1f} | "
+            f"{tokens['recounted']:.1f} | {tokens['definitions']:.1f} | {tokens['recounted'] / plain - 1:+.1%} |"
+        )
 
 
 if __name__ == "__main__":

@@ -140,15 +140,16 @@ class Perturbation:
 
     def __post_init__(self) -> None:
         if not (0 <= self.rate <= 1 and 0 <= self.call_share <= 1):
-            raise ValueError(
-                f"Perturbation rate={self.rate} and call_share={self.call_share} must each be in [0, 1]."
-            )
+            raise ValueError(f"Perturbation rate={self.rate} and call_share={self.call_share} must each be in [0, 1].")
 
     def action(self, rng: random.Random, observation: Mapping[str, str], admissible: Sequence[str]) -> str | None:
         """A random action: a library skill's call with random arguments, or an admissible command (None: neither)."""
         calls = [(name, params) for name, params in skill_signatures(observation.get("skills", "")) if params]
         values = argument_options(
-            observation["task"], observation.get("observation", ""), admissible, entity_pattern=self.entity_pattern,
+            observation["task"],
+            observation.get("observation", ""),
+            admissible,
+            entity_pattern=self.entity_pattern,
             task_words=self.task_words,
         )
         if calls and values and (rng.random() < self.call_share or not admissible):
@@ -382,9 +383,7 @@ def add_guidance(
     return kept
 
 
-def _relevant(
-    rng: random.Random, mix: GuidanceMix, pool: Sequence[tuple[str, Any]], turn: ExpertTurn, own: Any
-) -> Any:
+def _relevant(rng: random.Random, mix: GuidanceMix, pool: Sequence[tuple[str, Any]], turn: ExpertTurn, own: Any) -> Any:
     """``own`` (advice naming the turn's action), or in ``1 - mix.own_example`` of them :func:`advice_elsewhere`."""
     # no draw at own_example=1, so that the default mix draws (and shows) what it did before the option
     elsewhere = mix.own_example < 1 and rng.random() >= mix.own_example

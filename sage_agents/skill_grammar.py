@@ -235,8 +235,11 @@ class SkillGrammar:
             elif head == "if":
                 values = [*params, *variables]
                 needle = yield _options(
-                    [*(f' "{t}"' for t in self.observation_tests), *(f' "{{{p}}}"' for p in values),
-                     *(f' " {{{p}}} "' for p in params)]  # fmt: skip
+                    [
+                        *(f' "{t}"' for t in self.observation_tests),
+                        *(f' "{{{p}}}"' for p in values),
+                        *(f' " {{{p}}} "' for p in params),
+                    ]  # fmt: skip
                 )
                 yield _options([" in", " not in"])
                 haystacks = [" observation:\n"]

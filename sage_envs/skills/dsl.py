@@ -234,9 +234,7 @@ def _parse_call(line: str, number: int) -> tuple[str, list[str]]:
     match = _CALL_RE.fullmatch(text)
     if match is None:
         if "(" not in text:
-            raise _error(
-                number, "a call needs parentheses: 'call NAME(arg, arg)' (use 'call NAME()' for none)"
-            )
+            raise _error(number, "a call needs parentheses: 'call NAME(arg, arg)' (use 'call NAME()' for none)")
         raise _error(number, "a call must end with ')': 'call NAME(arg, arg)'")
     problem = name_problem(match["name"])
     if problem:
@@ -272,18 +270,14 @@ class _BlockParser:
             statements.append(self.statement(line, scope, in_loop, depth))
         return tuple(statements)
 
-    def child(
-        self, header: _Line, scope: tuple[str, ...], in_loop: bool, depth: int
-    ) -> tuple[_Statement, ...]:
+    def child(self, header: _Line, scope: tuple[str, ...], in_loop: bool, depth: int) -> tuple[_Statement, ...]:
         """Parse the block indented under ``header`` and check the dedent that ends it."""
         if self.position >= len(self.lines) or self.lines[self.position].indent <= header.indent:
             raise _error(header.number, f"expected an indented block after {header.text[:60]!r}")
         indent = self.lines[self.position].indent
         body = self.block(indent, scope, in_loop, depth + 1)
         if self.position < len(self.lines) and self.lines[self.position].indent > header.indent:
-            raise _error(
-                self.lines[self.position].number, "unindent does not match any outer indentation level"
-            )
+            raise _error(self.lines[self.position].number, "unindent does not match any outer indentation level")
         return body
 
     def statement(self, line: _Line, scope: tuple[str, ...], in_loop: bool, depth: int) -> _Statement:
@@ -351,14 +345,10 @@ class _BlockParser:
 def _parse(text: str, limits: Limits) -> _Program:
     """Parse a definition text into an immutable program (cached: library sources are re-parsed per call)."""
     if len(text) > limits.max_program_chars:
-        raise SkillLimitError(
-            f"the definition has {len(text)} characters; the limit is {limits.max_program_chars}"
-        )
+        raise SkillLimitError(f"the definition has {len(text)} characters; the limit is {limits.max_program_chars}")
     raw, lines = _split_lines(text)
     if len(lines) > limits.max_program_lines:
-        raise SkillLimitError(
-            f"the definition has {len(lines)} lines; the limit is {limits.max_program_lines}"
-        )
+        raise SkillLimitError(f"the definition has {len(lines)} lines; the limit is {limits.max_program_lines}")
     if not lines:
         raise SkillSyntaxError("empty definition: expected 'skill NAME(params):' and an indented body")
     head = lines[0]
@@ -402,18 +392,14 @@ def _parse(text: str, limits: Limits) -> _Program:
     parser = _BlockParser(statements)
     body = parser.block(statements[0].indent, params, False, 1)
     if parser.position < len(statements):
-        raise _error(
-            statements[parser.position].number, "unindent does not match any outer indentation level"
-        )
+        raise _error(statements[parser.position].number, "unindent does not match any outer indentation level")
 
     calls = []
     for line in tail:
         if line.text.startswith("#"):
             continue
         if not line.text.startswith("call"):
-            raise _error(
-                line.number, "after the skill body only unindented 'call NAME(args)' lines may follow"
-            )
+            raise _error(line.number, "after the skill body only unindented 'call NAME(args)' lines may follow")
         call_name, args = _parse_call(line.text, line.number)
         calls.append((call_name, tuple(args)))
     source = "\n".join(raw[head.number - 1 : body_lines[-1].number])
@@ -543,9 +529,7 @@ class _Interpreter:
         except SkillError as error:
             raise _Stop(f"skill {name!r} (version {skill.version}) does not parse: {error}") from None
         if len(args) != len(program.params):
-            raise _Stop(
-                f"{skill.signature} takes {len(program.params)} argument(s), got {len(args)}: {args!r}"
-            )
+            raise _Stop(f"{skill.signature} takes {len(program.params)} argument(s), got {len(args)}: {args!r}")
         self.result.skills_called.append(name)
         try:
             self.block(program.body, dict(zip(program.params, args, strict=True)), name, depth)

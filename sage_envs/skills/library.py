@@ -118,9 +118,7 @@ class SkillLibrary:
         versions = self._versions.get(name)
         if versions is None:
             known = ", ".join(self._versions) or "none"
-            raise UnknownSkillError(
-                f"unknown skill {name!r} (known: {known}).{suggest(name, self._versions)}"
-            )
+            raise UnknownSkillError(f"unknown skill {name!r} (known: {known}).{suggest(name, self._versions)}")
         return versions
 
     def get(self, name: str) -> Skill:
@@ -210,18 +208,12 @@ class SkillLibrary:
         if len(d["skills"]) > library.max_size:
             raise SkillLimitError(f"{len(d['skills'])} skills exceed max_size={library.max_size}")
         for entry in d["skills"]:
-            if (
-                not isinstance(entry, dict)
-                or not isinstance(entry.get("versions"), list)
-                or not entry["versions"]
-            ):
+            if not isinstance(entry, dict) or not isinstance(entry.get("versions"), list) or not entry["versions"]:
                 raise SkillError("each library entry needs a 'name' and a non-empty 'versions' list")
             versions = [Skill.from_dict(v) for v in entry["versions"]]
             name = entry.get("name")
             if name in library._versions or any(v.name != name for v in versions):
-                raise SkillError(
-                    f"library entry {str(name)[:80]!r} is repeated or holds versions of another name"
-                )
+                raise SkillError(f"library entry {str(name)[:80]!r} is repeated or holds versions of another name")
             if any(a.version >= b.version for a, b in itertools.pairwise(versions)):
                 raise SkillError(f"versions of {name!r} must be strictly increasing")
             library._versions[name] = versions
@@ -278,9 +270,7 @@ class SkillLibrary:
             programs = ""
             if "program" in kinds:
                 lines = [
-                    (f"- {s.signature}: {s.description}" if s.description else f"- {s.signature}").replace(
-                        "\n", "\n  "
-                    )
+                    (f"- {s.signature}: {s.description}" if s.description else f"- {s.signature}").replace("\n", "\n  ")
                     for s in self.programs()
                 ]
                 if lines:

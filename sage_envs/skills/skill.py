@@ -49,9 +49,7 @@ _source_parser: Callable[[str], tuple[Skill, list[tuple[str, list[str]]]]] | Non
 """The DSL's :func:`~sage_envs.skills.dsl.parse_definition`, set by :func:`set_source_parser`."""
 
 _REPEAT_OPS = tuple(
-    getattr(_sre_parse, op)
-    for op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-    if hasattr(_sre_parse, op)
+    getattr(_sre_parse, op) for op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_sre_parse, op)
 )
 
 
@@ -305,10 +303,7 @@ class Skill:
             return True
         if self.trigger == "beginning":
             return turn == 0
-        return (
-            last_action is not None
-            and re.search(self.pattern, last_action[:MAX_MATCHED_ACTION_CHARS]) is not None
-        )
+        return last_action is not None and re.search(self.pattern, last_action[:MAX_MATCHED_ACTION_CHARS]) is not None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of every field (``params`` as a list)."""

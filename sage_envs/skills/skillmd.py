@@ -93,9 +93,7 @@ def render_skill_md(skill: Skill) -> str:
         "description": skill.description or skill.signature,
         "metadata": metadata,
     }
-    header = yaml.safe_dump(
-        front, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100_000
-    )
+    header = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100_000)
     body = f"```sage\n{skill.source}\n```" if skill.kind == "program" else skill.text
     return f"---\n{header}---\n{body}\n"
 
@@ -278,9 +276,7 @@ def parse_skill_md(text: str, folder_name: str) -> Skill:
         raise fail("metadata must be a mapping of string keys to string values")
     for key, value in metadata.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise fail(
-                f"metadata value of {_show(key)} must be a string (quote it), got {type(value).__name__}"
-            )
+            raise fail(f"metadata value of {_show(key)} must be a string (quote it), got {type(value).__name__}")
     kind = metadata.get("kind", "guidance")
     if kind not in ("program", "guidance"):
         raise fail(f"metadata kind {kind[:40]!r} is unknown; use 'program' or 'guidance'")
@@ -294,9 +290,7 @@ def parse_skill_md(text: str, folder_name: str) -> Skill:
     for key in ("version", "uses", "created_in_task", "created_in_chain"):
         if key in metadata:
             if not _COUNT_RE.fullmatch(metadata[key]):
-                raise fail(
-                    f"metadata {key} {metadata[key][:40]!r} must be a non-negative integer in a string"
-                )
+                raise fail(f"metadata {key} {metadata[key][:40]!r} must be a non-negative integer in a string")
             fields[key] = int(metadata[key])
     body = match["body"] or ""
     if kind == "program":
@@ -342,10 +336,6 @@ def _program_fields(body: str, name: str, metadata: dict[str, str], fail) -> dic
         raise fail(f"the program defines {parsed.name!r} but the folder is for {name!r}")
     if calls:
         raise fail("the sage block must hold only the definition (no trailing call lines)")
-    if "params" in metadata and [p.strip() for p in metadata["params"].split(",") if p.strip()] != list(
-        parsed.params
-    ):
-        raise fail(
-            f"metadata params {metadata['params'][:80]!r} differ from the program's {parsed.signature}"
-        )
+    if "params" in metadata and [p.strip() for p in metadata["params"].split(",") if p.strip()] != list(parsed.params):
+        raise fail(f"metadata params {metadata['params'][:80]!r} differ from the program's {parsed.signature}")
     return {"source": parsed.source, "params": parsed.params}

@@ -26,9 +26,7 @@ cfg = TrainConfig(
 )
 trainer = Trainer(cfg, model=model, tokenizer=tok, env_fn=lambda: FakeChainEnv(easy=True))
 history = trainer.train()
-params = torch.cat(
-    [p.detach().flatten() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()]
-)
+params = torch.cat([p.detach().flatten() for p in trainer.accelerator.unwrap_model(trainer.model).parameters()])
 summary = {
     "rank": trainer.rank,
     "world": trainer.world,

@@ -13,9 +13,7 @@ FIND = "skill bin_it(item, box):\n    go to {box}\n    take {item} from {box}\n 
 
 
 def make_env(**kw):
-    return sage_envs.SageChainEnv(
-        toy.ToyDomain(), chain_length=3, max_steps_per_task=4, expert_plan=True, **kw
-    )
+    return sage_envs.SageChainEnv(toy.ToyDomain(), chain_length=3, max_steps_per_task=4, expert_plan=True, **kw)
 
 
 def expert(obs, info, hist):
@@ -62,9 +60,7 @@ def test_persistent_libraries_are_checkpointed_and_restored(tiny, tmp_path):
     )
 
     def env_fn():
-        return sage_envs.SageChainEnv(
-            toy.ToyDomain(), chain_length=2, max_steps_per_task=2, library_scope="persistent"
-        )
+        return sage_envs.SageChainEnv(toy.ToyDomain(), chain_length=2, max_steps_per_task=2, library_scope="persistent")
 
     trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, env_fn=env_fn)
     skill = sage_envs.Skill(name="tidy", kind="guidance", text="look first", created_in_task=0)

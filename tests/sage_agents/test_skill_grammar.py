@@ -24,9 +24,7 @@ WRITING = SkillGrammar.from_definitions(TEMPLATES + variant_definitions())  # wi
 LIBRARY = [("find_and_take", ("obj", "where")), ("heat_then_place", ("obj", "microwave", "place")), ("look", ())]
 
 
-def walk(
-    grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p], library=(), commands=None
-) -> str:
+def walk(grammar: SkillGrammar, rng: random.Random, values=lambda p: [f"{p} 1", p], library=(), commands=None) -> str:
     """A definition + call sampled uniformly at every choice of the grammar's plan (the turn took ``skill``)."""
     plan, text = grammar.plan(values, library, commands), "skill"
     options = next(plan)
@@ -168,6 +166,7 @@ def test_a_policy_that_writes_skills_samples_parseable_definitions_with_exact_lo
     # the official one (the grammar's alternatives get the turn's admissible list and the task's commands).
     history = [("You arrive at fridge 1.", "put apple 1 in/on fridge 1")]
     later = policy.act_batch([obs] * 48, [info] * 48, [history] * 48)
+
     def put_verbs(completions) -> set[str]:
         lines = [line.strip() for o in completions if o.action.kind == "define" for line in o.text.splitlines()]
         return {line.split()[0] for line in lines if line.startswith(("move {", "put {"))}
@@ -286,4 +285,3 @@ def test_the_put_line_follows_the_grammar_the_game_has_shown():
     # One form per skill (TextWorld, or one grammar's templates): nothing is an alternative, every shape stays.
     single = SkillGrammar.from_definitions(skill_definitions(grammars=("official",)))
     assert single.alternatives == () and single.shapes_for([]) == single.command_shapes
-

@@ -79,8 +79,7 @@ LAMP_HOSTS = ("Desk", "Dresser", "Shelf", "SideTable")
 
 # ALFRED's rules, without the sliced variants (slicing tasks are out of scope, as in ALFWorld's own loader).
 CAN_CONTAIN = {
-    rtype: frozenset(o for o in objs if "Sliced" not in o)
-    for rtype, objs in constants.VAL_RECEPTACLE_OBJECTS.items()
+    rtype: frozenset(o for o in objs if "Sliced" not in o) for rtype, objs in constants.VAL_RECEPTACLE_OBJECTS.items()
 }
 STATIC_RECEPTACLE_TYPES = frozenset(CAN_CONTAIN) - constants.MOVABLE_RECEPTACLES_SET
 PLACEABLE_TYPES = frozenset().union(*CAN_CONTAIN.values())
@@ -258,10 +257,7 @@ def valid_tasks(name: str) -> tuple[TaskParams, ...]:
         if appliance and appliance not in scene.receptacle_types:
             continue
         for otype in scene.object_types:
-            if (
-                task_type in ACTION_CLASS
-                and otype not in constants.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]]
-            ):
+            if task_type in ACTION_CLASS and otype not in constants.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]]:
                 continue
             for parent in sorted(scene.receptacle_types - {appliance}):
                 if otype in CAN_CONTAIN[parent] and scene.holders(otype, exclude=parent):
@@ -358,11 +354,7 @@ def problem_pddl(household: Household, params: TaskParams, problem_name: str) ->
         if otype in CAN_CONTAIN[rtype]
     ]
     facts += [f"(pickupable {mangle(o.id)})" for o in objects if o.otype in PLACEABLE_TYPES]
-    facts += [
-        f"(isReceptacleObject {mangle(o.id)})"
-        for o in objects
-        if o.otype in constants.MOVABLE_RECEPTACLES_SET
-    ]
+    facts += [f"(isReceptacleObject {mangle(o.id)})" for o in objects if o.otype in constants.MOVABLE_RECEPTACLES_SET]
     facts += [f"(openable {mangle(r.id)})" for r in receptacles if r.rtype in constants.OPENABLE_CLASS_SET]
     facts.append(f"(atLocation agent1 {_loc(household.agent_location)})")
     for predicate, action_class in (

@@ -224,8 +224,7 @@ def test_concurrent_generation_yields_one_valid_game(tmp_path: Path) -> None:
         """
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        for _ in range(2)
+        subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(2)
     ]
     outputs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]

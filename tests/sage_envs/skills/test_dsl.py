@@ -414,9 +414,7 @@ def test_self_recursion_stops_at_depth_limit():
 
 
 def test_depth_limit_on_a_chain_of_calls():
-    sources = [f"skill s{i}():\n    at {i}\n    call s{i + 1}()\n" for i in range(5)] + [
-        "skill s5():\n    end\n"
-    ]
+    sources = [f"skill s{i}():\n    at {i}\n    call s{i + 1}()\n" for i in range(5)] + ["skill s5():\n    end\n"]
     lib = library(*sources)
     result = run(lib, "s0", [], FakeWorld(), Limits(max_call_depth=6))
     assert result.error is None and result.skills_called == [f"s{i}" for i in range(6)]
@@ -577,7 +575,7 @@ def test_long_texts_cost_one_statement_per_thousand_characters():
     short = turn(library(text), [("f", ["a"])], FakeWorld())
     assert short.statements == 1 + 1 + 1  # call line, if, hit
     world = FakeWorld(feedback={"look": "o" * 2500})
-    observed = "skill g():\n    look\n    if \"z\" in observation:\n        hit\n"
+    observed = 'skill g():\n    look\n    if "z" in observation:\n        hit\n'
     assert turn(library(observed), [("g", [])], world).statements == 1 + 1 + 1 + 2  # 2500 chars searched: 2 more
 
 

@@ -57,4 +57,3 @@ def test_hostile_turn_stops_within_one_budget(turn: HostileTurn) -> None:
     if turn.attack.startswith("skill "):  # a definition whose calls stopped is not stored
         assert "was not stored: a call failed" in obs["observation"]
     assert seconds < 1.0, f"{turn.name} took {seconds:.3f} s"  # generous here; benchmarks/hostile_turns.py: < 50 ms
-

@@ -283,9 +283,7 @@ def test_save_load_round_trip(tmp_path):
     lib.add(program(created_in_task=0, created_in_chain=2, provenance={"creator": "sage", "task_id": "a/b"}))
     lib.add(program(HEAT.replace("heat {obj}", "heat {obj} well"), created_in_task=1, created_in_chain=2))
     lib.record_use("heat_then_place")
-    lib.add(
-        tip("after_open", trigger="action_pattern", pattern=r"^open \w+", provenance={"creator": "reskill"})
-    )
+    lib.add(tip("after_open", trigger="action_pattern", pattern=r"^open \w+", provenance={"creator": "reskill"}))
     lib.add(tip("multi_line", text="## When to Use\nAlways.\n\n## Action\nLook: then act."))
     lib.save(tmp_path / "lib")
     assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == [

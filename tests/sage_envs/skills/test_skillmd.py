@@ -56,9 +56,7 @@ def test_guidance_round_trip_and_plain_agent_skill(tmp_path):
     )
     assert read_skill_dir(write_skill_dir(skill, tmp_path)) == skill
     # A SKILL.md without project metadata loads as an always-on guidance skill.
-    plain = make_folder(
-        tmp_path, "pdf-tips", "---\nname: pdf-tips\ndescription: Tips.\n---\nUse pdftotext.\n"
-    )
+    plain = make_folder(tmp_path, "pdf-tips", "---\nname: pdf-tips\ndescription: Tips.\n---\nUse pdftotext.\n")
     loaded = read_skill_dir(plain)
     assert (loaded.name, loaded.kind, loaded.trigger, loaded.text) == (
         "pdf_tips",
