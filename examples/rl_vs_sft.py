@@ -14,7 +14,9 @@ scores its tasks), SGC, steps and generated tokens per task, then each run again
 first run, chain by chain (paired bootstrap over chains; the interval is that of these two fixed models on these
 chains, not of the training's randomness). ``RUN:ARM`` plays one run as another arm, so that runs of two arms
 from the same start are compared chain by chain (the SFT start keeps ``--arm``'s mode); a ReSkill checkpoint plays
-with the guidance it accepted and, as ``RUN-weights``, without it.
+with the guidance it accepted and, as ``RUN-weights``, without it. With ``--persistent`` a SAGE checkpoint also
+plays as ``RUN-persistent`` with one skill library kept across the chains (``library_scope="persistent"``, the
+chains in order, one at a time: issue 20 item 4's persistent row); list a GRPO run first to compare it with that.
 ``--trained-chains K`` is for runs trained on the first K chains of the evaluated split (``--set split=...
 --set train_chains=K``): each run against the SFT model is also shown on those K chains and on the others.
 """
@@ -22,6 +24,7 @@ with the guidance it accepted and, as ``RUN-weights``, without it.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from leaderboard.evaluate import evaluate
@@ -29,6 +32,7 @@ from sage_agents.checkpoints import latest_checkpoint
 from sage_agents.evaluation import summarize_records
 from sage_app.demo import (
     ARMS,
+    PERSISTENT,
     SFT_AS_SAGE,
     DemoConfig,
     agent_entries,
@@ -85,12 +89,15 @@ def main() -> None:
         metavar="K",
         help="the runs trained on the split's first K chains: also compare on those and the rest",
     )
+    parser.add_argument(
+        "--persistent", action="store_true", help="SAGE runs also play with one library for all chains (RUN-persistent)"
+    )
     parser.add_argument("--workers", type=int, default=None, help="evaluation processes (default: the demo's)")
     parser.add_argument("--output", default="runs/rl-vs-sft", help="the evaluations are logged in OUTPUT/results")
     args = parser.parse_args()
 
     demo, out = Path(args.demo_dir), Path(args.output)
-    cfg = DemoConfig.load(demo / "demo_config.json")
+    cfg = replace(DemoConfig.load(demo / "demo_config.json"), sage_persistent_eval=args.persistent)
     sft = demo / "sft" / "model"
     start = SFT_AS_SAGE if args.arm == "sage" else "sft"  # the SFT model playing in the arm's own skill mode
     entries = {start: sft_as_sage_entry(cfg, sft) if start == SFT_AS_SAGE else agent_entries(cfg, sft, {})["sft"]}
@@ -102,8 +109,13 @@ def main() -> None:
             parser.error(f"{run} has no checkpoint under {Path(run) / 'checkpoints'}")
         played = agent_entries(cfg, sft, {arm: checkpoint})
         name = Path(run).name
-        # ReSkill's weights play with the guidance they accepted and without it (``reskill-weights``).
-        for label, entry in ((name, played[arm]), (f"{name}-weights", played.get(f"{arm}-weights"))):
+        # ReSkill's weights play with the guidance they accepted and without it (``reskill-weights``); SAGE's, if
+        # asked, also with a library kept across chains.
+        for label, entry in (
+            (name, played[arm]),
+            (f"{name}-weights", played.get(f"{arm}-weights")),
+            (f"{name}-persistent", played.get(PERSISTENT)),
+        ):
             if entry is not None:
                 entries[label], checkpoints[label] = entry, checkpoint
     results = {}  # label -> episode log

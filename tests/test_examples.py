@@ -509,6 +509,27 @@ def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_it
     assert library["reskill-run"].endswith("reskill_library") and library["reskill-run-weights"] is None
 
 
+def test_rl_vs_sft_plays_a_sage_run_with_a_library_kept_across_chains_when_asked(
+    toy_demo, tmp_path, monkeypatch, capsys
+):
+    import shutil
+
+    for name in ("grpo-run", "sage-run"):  # "RL runs" whose newest checkpoint is the SFT model
+        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
+        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
+        (checkpoint.parent / "latest").write_text(checkpoint.name)
+    runs = [f"{tmp_path / 'grpo-run'}:grpo", str(tmp_path / "sage-run")]
+    for flags, played in (([], ["sage-run"]), (["--persistent"], ["sage-run", "sage-run-persistent"])):
+        argv = [str(toy_demo), *runs, "--arm", "sage", "--eval-chains", "2", "--workers", "1",
+                "--output", str(tmp_path / "eval"), *flags]  # fmt: skip
+        out = run_main("rl_vs_sft", argv, monkeypatch, capsys)
+        assert re.findall(r"^(\S+)(?: \(\S+\))?: TGC ", out, re.MULTILINE) == ["sft-sage", "grpo-run", *played]
+    assert re.search(r"^sage-run-persistent vs grpo-run: tgc ", out, re.MULTILINE)
+    summaries = {p.name.split("__")[0]: json.loads(p.read_text()) for p in (tmp_path / "eval/results").glob("*.json")}
+    scopes = {label: summary["env_kwargs"].get("library_scope") for label, summary in summaries.items()}
+    assert scopes["sage-run-persistent"] == "persistent" and scopes["sage-run"] != "persistent"
+
+
 def test_run_trained_plays_another_grpo_run_under_a_label_suffix(toy_demo, tmp_path):
     """``leaderboard/run_trained.sh`` with ``GRPO=<run>`` and ``LABEL_SUFFIX``, in a copy so that the repository's
     results stay as they are (the script writes under its own ``leaderboard/``)."""
