@@ -41,15 +41,16 @@ BATCH=${BATCH:-$DEMO_BATCH}
 EVAL_SPLIT=${SPLITS%% *}
 SPLITS=${ONLY_SPLITS:-$SPLITS}
 # GRPO=<the output_dir of a `sage train --algo grpo` run> (e.g. `examples/learning_curve.py --output`) plays in
-# place of the demo's GRPO arm; LABEL_SUFFIX=-x names every entry <agent>-x, so that runs of another recipe sit
-# beside the demo's entries instead of replacing them.
+# place of the demo's GRPO arm, SAGE=<that of a `--algo sage` run> in place of its SAGE arm (as `sage` and
+# `sage-persistent`); LABEL_SUFFIX=-x names every entry <agent>-x, so that runs of another recipe sit beside the
+# demo's entries instead of replacing them.
 SUFFIX=${LABEL_SUFFIX:-}
 last_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }  # an arm's (a training run's)
 if want grpo; then GRPO_CKPT=$(last_checkpoint "${GRPO:-$DEMO/grpo}"); fi  # only the arms asked for need a checkpoint
 if want sage || want sage-persistent; then
-  SAGE=$(last_checkpoint "$DEMO/sage")
+  SAGE_CKPT=$(last_checkpoint "${SAGE:-$DEMO/sage}")
   SKILLS=""  # SAGE starts from the skills its reward paid for in training when the demo evaluated it so
-  if [ "$BANK" = 1 ] && [ -d "$SAGE/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE/skill_library\", "; fi
+  if [ "$BANK" = 1 ] && [ -d "$SAGE_CKPT/skill_library" ]; then SKILLS="\"skills_path\": \"$SAGE_CKPT/skill_library\", "; fi
 fi
 # RESKILL=<the output_dir of a `sage train --algo reskill` run> adds its last checkpoint as `reskill`, acting with
 # the prompt options it was trained with (TrainConfig.policy_kwargs) and the library it had accepted, and as
@@ -112,12 +113,12 @@ for split in "${splits[@]}"; do
   # shellcheck disable=SC2086
   want sage && run --agent sage --label "sage$SUFFIX" $split --workers "$WORKERS" \
       --env-kwargs "{$ENV, \"skills\": \"program\"}" \
-      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
+      --agent-kwargs "{\"model_path\": \"$SAGE_CKPT/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
   # The same checkpoint with one library kept across the chains, played in order one at a time (docs/leaderboard.md)
   # shellcheck disable=SC2086
   want sage-persistent && run --agent sage --label "sage-persistent$SUFFIX" $split --workers 1 --batch-size 1 \
       --env-kwargs "{$ENV, \"skills\": \"program\", \"library_scope\": \"persistent\"}" \
-      --agent-kwargs "{\"model_path\": \"$SAGE/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
+      --agent-kwargs "{\"model_path\": \"$SAGE_CKPT/model\", $SKILLS$SAGE_KWARGS, $PROMPT}"
 done
 "$PY" -m leaderboard.render
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -530,7 +530,7 @@ def test_rl_vs_sft_plays_a_sage_run_with_a_library_kept_across_chains_when_asked
     assert scopes["sage-run-persistent"] == "persistent" and scopes["sage-run"] != "persistent"
 
 
-def test_run_trained_plays_another_grpo_run_under_a_label_suffix(toy_demo, tmp_path):
+def test_run_trained_plays_other_grpo_and_sage_runs_under_a_label_suffix(toy_demo, tmp_path):
     """``leaderboard/run_trained.sh`` with ``GRPO=<run>`` and ``LABEL_SUFFIX``, in a copy so that the repository's
     results stay as they are (the script writes under its own ``leaderboard/``)."""
     import os
@@ -544,23 +544,29 @@ def test_run_trained_plays_another_grpo_run_under_a_label_suffix(toy_demo, tmp_p
     # the demo's own log, which the suffixed entries must not take in (its records hash the unsuffixed label)
     (demo / "results").mkdir(exist_ok=True)
     (demo / "results" / "sft__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl").write_text("{}\n")
-    checkpoint = tmp_path / "grpo-run" / "checkpoints" / "step_0000002"
-    shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
-    (checkpoint.parent / "latest").write_text(checkpoint.name)
-    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(root), "DEMO": str(demo), "AGENTS": "sft grpo",
-           "GRPO": str(tmp_path / "grpo-run"), "LABEL_SUFFIX": "-x", "SPLITS": "valid_seen", "CHAINS": "2",
-           "WORKERS": "1"}  # fmt: skip
+    checkpoints = {}  # "RL runs" whose newest checkpoint is the SFT model
+    for arm in ("grpo", "sage"):
+        checkpoints[arm] = tmp_path / f"{arm}-run" / "checkpoints" / "step_0000002"
+        shutil.copytree(toy_demo / "sft" / "model", checkpoints[arm] / "model")
+        (checkpoints[arm].parent / "latest").write_text(checkpoints[arm].name)
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(root), "DEMO": str(demo), "AGENTS": "sft grpo sage",
+           "GRPO": str(tmp_path / "grpo-run"), "SAGE": str(tmp_path / "sage-run"), "LABEL_SUFFIX": "-x",
+           "SPLITS": "valid_seen", "CHAINS": "2", "WORKERS": "1"}  # fmt: skip
     subprocess.run(["bash", script], env=env, check=True, capture_output=True, timeout=600)
     results = tmp_path / "repo" / "leaderboard" / "results"
     summaries = {p.name: json.loads(p.read_text()) for p in results.glob("*.json")}
     assert sorted(summaries) == [
-        f"{label}__SageChain-ALFWorld-v0__valid_seen__default.json" for label in ("grpo-x", "sft-x")
+        f"{label}__SageChain-ALFWorld-v0__valid_seen__default.json" for label in ("grpo-x", "sage-x", "sft-x")
     ]
     assert sorted(p.name for p in results.iterdir() if p.suffix == ".jsonl") == [
         name.replace(".json", ".episodes.jsonl") for name in sorted(summaries)
     ]  # nothing copied from the demo
     models = {s["agent"]: s["agent_kwargs"]["model_path"] for s in summaries.values()}
-    assert models == {"sft-x": str(demo / "sft" / "model"), "grpo-x": str(checkpoint / "model")}
+    assert models == {
+        "sft-x": str(demo / "sft" / "model"),
+        **{f"{a}-x": str(c / "model") for a, c in checkpoints.items()},
+    }
+    assert summaries["sage-x__SageChain-ALFWorld-v0__valid_seen__default.json"]["env_kwargs"]["skills"] == "program"
     assert all(s["n_chains"] == 2 for s in summaries.values())
     assert "| grpo-x |" in (tmp_path / "repo" / "leaderboard" / "LEADERBOARD.md").read_text()
 
