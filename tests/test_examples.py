@@ -55,6 +55,18 @@ def run_main(name, argv, monkeypatch, capsys):
     return capsys.readouterr().out
 
 
+def sft_as_rl_runs(demo, folder, *names):
+    """``folder/NAME`` per name: an "RL run" whose newest checkpoint (``step_0000002``) is ``demo``'s SFT model."""
+    import shutil
+
+    checkpoints = {}
+    for name in names:
+        checkpoints[name] = folder / name / "checkpoints" / "step_0000002"
+        shutil.copytree(demo / "sft" / "model", checkpoints[name] / "model")
+        (checkpoints[name].parent / "latest").write_text(checkpoints[name].name)
+    return checkpoints
+
+
 class WordTokenizer:
     """One token per whitespace word, so the expected counts are easy to read."""
 
@@ -460,14 +472,9 @@ def test_persistent_sft_compares_both_library_scopes_for_each_share(tmp_path, mo
 
 
 def test_rl_vs_sft_evaluates_each_runs_newest_checkpoint_against_the_sft_model(toy_demo, tmp_path, monkeypatch, capsys):
-    import shutil
-
-    runs = []
-    for name in ("plain", "stepwise"):  # two "RL runs" whose newest checkpoint is the SFT model itself
-        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
-        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
-        (checkpoint.parent / "latest").write_text(checkpoint.name)
-        runs.append(str(tmp_path / name))
+    runs = [
+        str(checkpoint.parents[1]) for checkpoint in sft_as_rl_runs(toy_demo, tmp_path, "plain", "stepwise").values()
+    ]
     argv = [str(toy_demo), *runs, "--eval-chains", "2", "--workers", "1", "--output", str(tmp_path / "eval"),
             "--eval-split", "valid_seen", "--trained-chains", "1"]  # fmt: skip
     out = run_main("rl_vs_sft", argv, monkeypatch, capsys)
@@ -489,10 +496,7 @@ def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_it
 ):
     import shutil
 
-    for name in ("grpo-run", "reskill-run"):  # "RL runs" whose newest checkpoint is the SFT model
-        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
-        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
-        (checkpoint.parent / "latest").write_text(checkpoint.name)
+    sft_as_rl_runs(toy_demo, tmp_path, "grpo-run", "reskill-run")
     accepted = sorted((Path(__file__).parents[1] / "docs/assets/demo_long/reskill_library").iterdir())[0]
     shutil.copytree(accepted, tmp_path / "reskill-run/checkpoints/step_0000002/reskill_library" / accepted.name)
     argv = [str(toy_demo), f"{tmp_path / 'grpo-run'}:grpo", str(tmp_path / "reskill-run"), "--arm", "reskill",
@@ -512,12 +516,7 @@ def test_rl_vs_sft_plays_each_run_as_its_own_arm_and_reskill_with_and_without_it
 def test_rl_vs_sft_plays_a_sage_run_with_a_library_kept_across_chains_when_asked(
     toy_demo, tmp_path, monkeypatch, capsys
 ):
-    import shutil
-
-    for name in ("grpo-run", "sage-run"):  # "RL runs" whose newest checkpoint is the SFT model
-        checkpoint = tmp_path / name / "checkpoints" / "step_0000002"
-        shutil.copytree(toy_demo / "sft" / "model", checkpoint / "model")
-        (checkpoint.parent / "latest").write_text(checkpoint.name)
+    sft_as_rl_runs(toy_demo, tmp_path, "grpo-run", "sage-run")
     runs = [f"{tmp_path / 'grpo-run'}:grpo", str(tmp_path / "sage-run")]
     for flags, played in (([], ["sage-run"]), (["--persistent"], ["sage-run", "sage-run-persistent"])):
         argv = [str(toy_demo), *runs, "--arm", "sage", "--eval-chains", "2", "--workers", "1",
@@ -544,11 +543,7 @@ def test_run_trained_plays_other_grpo_and_sage_runs_under_a_label_suffix(toy_dem
     # the demo's own log, which the suffixed entries must not take in (its records hash the unsuffixed label)
     (demo / "results").mkdir(exist_ok=True)
     (demo / "results" / "sft__SageChain-ALFWorld-v0__valid_unseen__default.episodes.jsonl").write_text("{}\n")
-    checkpoints = {}  # "RL runs" whose newest checkpoint is the SFT model
-    for arm in ("grpo", "sage"):
-        checkpoints[arm] = tmp_path / f"{arm}-run" / "checkpoints" / "step_0000002"
-        shutil.copytree(toy_demo / "sft" / "model", checkpoints[arm] / "model")
-        (checkpoints[arm].parent / "latest").write_text(checkpoints[arm].name)
+    checkpoints = sft_as_rl_runs(toy_demo, tmp_path, "grpo-run", "sage-run")
     env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(root), "DEMO": str(demo), "AGENTS": "sft grpo sage",
            "GRPO": str(tmp_path / "grpo-run"), "SAGE": str(tmp_path / "sage-run"), "LABEL_SUFFIX": "-x",
            "SPLITS": "valid_seen", "CHAINS": "2", "WORKERS": "1"}  # fmt: skip
@@ -564,7 +559,7 @@ def test_run_trained_plays_other_grpo_and_sage_runs_under_a_label_suffix(toy_dem
     models = {s["agent"]: s["agent_kwargs"]["model_path"] for s in summaries.values()}
     assert models == {
         "sft-x": str(demo / "sft" / "model"),
-        **{f"{a}-x": str(c / "model") for a, c in checkpoints.items()},
+        **{f"{run.removesuffix('-run')}-x": str(checkpoint / "model") for run, checkpoint in checkpoints.items()},
     }
     assert summaries["sage-x__SageChain-ALFWorld-v0__valid_seen__default.json"]["env_kwargs"]["skills"] == "program"
     assert all(s["n_chains"] == 2 for s in summaries.values())
