@@ -530,8 +530,8 @@ def test_rl_vs_sft_plays_a_sage_run_with_a_library_kept_across_chains_when_asked
 
 
 def test_run_trained_plays_other_grpo_and_sage_runs_under_a_label_suffix(toy_demo, tmp_path):
-    """``leaderboard/run_trained.sh`` with ``GRPO=<run>`` and ``LABEL_SUFFIX``, in a copy so that the repository's
-    results stay as they are (the script writes under its own ``leaderboard/``)."""
+    """``leaderboard/run_trained.sh`` with ``GRPO=<run>``, ``SAGE=<run>`` and ``LABEL_SUFFIX``, in a copy so that the
+    repository's results stay as they are (the script writes under its own ``leaderboard/``)."""
     import os
     import shutil
     import subprocess
